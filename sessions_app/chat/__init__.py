@@ -1,0 +1,30 @@
+"""The hooks API apps are written against: ``from sessions_app import chat``.
+
+    @chat.on_message
+    async def reply(message: chat.Message) -> None:
+        await chat.Message(content=f"You said {message.content}").send()
+"""
+
+from sessions_app.chat.context import chat_context, current_session, user_session
+from sessions_app.chat.hooks import (
+    on_chat_end,
+    on_chat_resume,
+    on_chat_start,
+    on_message,
+    on_settings_update,
+    on_stop,
+)
+from sessions_app.chat.message import Message
+
+__all__ = [
+    "Message",
+    "chat_context",
+    "current_session",
+    "on_chat_end",
+    "on_chat_resume",
+    "on_chat_start",
+    "on_message",
+    "on_settings_update",
+    "on_stop",
+    "user_session",
+]

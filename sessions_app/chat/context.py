@@ -1,0 +1,90 @@
+"""What a hook sees of its session: the current session, its user session and chat context."""
+
+import uuid
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessions_app.chat.message import Message
+    from sessions_app.live import LiveSession
+
+current_session: ContextVar["LiveSession | None"] = ContextVar("tether_current_session", default=None)
+
+
+def require_session() -> "LiveSession":
+    session = current_session.get()
+    if session is None:
+        raise RuntimeError("no chat session here: call this from inside a hook")
+    return session
+
+
+# Keys of the user session that mirror session fields; they are read-only for apps.
+SYSTEM_KEYS = frozenset({"id", "env", "chat_settings", "chat_profile", "client_type", "user"})
+
+
+class UserSessionAccessor:
+    """``chat.user_session``: per-session key/value state, persisted when it is JSON."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        session = require_session()
+        if key in SYSTEM_KEYS:
+            return session.system_value(key)
+        return session.user_session.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        if key in SYSTEM_KEYS:
+            raise KeyError(f"{key!r} is managed by Tether and cannot be set")
+        require_session().user_session[key] = value
+
+
+class ChatContext:
+    """A session's conversation, in transcript order and deduplicated by step id.
+
+    Messages with a transcript ``seq`` sort by it; messages not yet written sort after
+    them in the order they were added. Adding the same id again replaces the entry, so
+    rebuilding from the transcript twice yields the same list.
+    """
+
+    def __init__(self) -> None:
+        self._messages: dict[uuid.UUID, Message] = {}
+        self._order: dict[uuid.UUID, int] = {}
+        self._counter = 0
+
+    def add(self, message: "Message") -> None:
+        if message.id not in self._order:
+            self._order[message.id] = self._counter
+            self._counter += 1
+        self._messages[message.id] = message
+
+    def remove(self, message: "Message") -> bool:
+        self._order.pop(message.id, None)
+        return self._messages.pop(message.id, None) is not None
+
+    def get(self) -> list["Message"]:
+        inf = float("inf")
+        return sorted(
+            self._messages.values(),
+            key=lambda m: (m.seq if m.seq is not None else inf, self._order[m.id]),
+        )
+
+    def clear(self) -> None:
+        self._messages.clear()
+        self._order.clear()
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+
+class ChatContextAccessor:
+    """``chat.chat_context``: the current session's ChatContext."""
+
+    def get(self) -> list["Message"]:
+        return require_session().chat_context.get()
+
+    def to_openai(self) -> list[dict[str, str]]:
+        roles = {"user_message": "user", "assistant_message": "assistant"}
+        return [{"role": roles.get(m.type, "system"), "content": m.content} for m in self.get()]
+
+
+user_session = UserSessionAccessor()
+chat_context = ChatContextAccessor()

@@ -1,0 +1,66 @@
+"""The hook registry an app fills with ``@chat.on_chat_start`` and friends.
+
+The app module named by the ``CHAT_APP`` setting is imported once per process
+(``load_app``); its decorators register into ``registry``.
+"""
+
+import importlib
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from django.conf import settings
+
+Hook = Callable[..., Awaitable[Any]]
+
+
+@dataclass
+class Hooks:
+    on_chat_start: Hook | None = None
+    on_chat_resume: Hook | None = None
+    on_message: Hook | None = None
+    on_chat_end: Hook | None = None
+    on_stop: Hook | None = None
+    on_settings_update: Hook | None = None
+
+    def clear(self) -> None:
+        for field in fields(self):
+            setattr(self, field.name, None)
+
+
+registry = Hooks()
+_load_lock = threading.Lock()
+_loaded_app: str | None = None
+
+
+def load_app(dotted_path: str | None = None) -> Hooks:
+    """Import the chat app once per process (thread-safe) and return the filled registry."""
+    global _loaded_app
+    path = dotted_path or settings.CHAT_APP
+    with _load_lock:
+        if _loaded_app != path:
+            registry.clear()
+            if path in sys.modules:
+                importlib.reload(sys.modules[path])
+            else:
+                importlib.import_module(path)
+            _loaded_app = path
+    return registry
+
+
+def _register(name: str) -> Callable[[Hook], Hook]:
+    def decorator(func: Hook) -> Hook:
+        setattr(registry, name, func)
+        return func
+
+    return decorator
+
+
+on_chat_start = _register("on_chat_start")
+on_chat_resume = _register("on_chat_resume")
+on_message = _register("on_message")
+on_chat_end = _register("on_chat_end")
+on_stop = _register("on_stop")
+on_settings_update = _register("on_settings_update")

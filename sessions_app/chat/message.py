@@ -1,0 +1,113 @@
+"""``chat.Message``: a transcript entry an app sends, streams, updates or removes."""
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sessions_app.chat.context import require_session
+from threads_app.wire import iso
+
+
+class Message:
+    """A message of the conversation. ``send()`` persists it as a Step and emits it."""
+
+    def __init__(
+        self,
+        content: str = "",
+        *,
+        author: str = "assistant",
+        type: str = "assistant_message",
+        id: uuid.UUID | str | None = None,
+        parent_id: uuid.UUID | str | None = None,
+        metadata: dict[str, Any] | None = None,
+        is_error: bool = False,
+    ) -> None:
+        self.id = uuid.UUID(str(id)) if id else uuid.uuid4()
+        self.content = content
+        self.author = author
+        self.type = type
+        self.parent_id = uuid.UUID(str(parent_id)) if parent_id else None
+        self.metadata = metadata or {}
+        self.is_error = is_error
+        self.created_at: datetime | None = None
+        self.thread_id: uuid.UUID | None = None
+        self.seq: int | None = None
+        self.streaming = False
+
+    def __repr__(self) -> str:
+        return f"Message(id={self.id}, type={self.type!r}, content={self.content[:40]!r})"
+
+    @classmethod
+    def from_step(cls, step: dict[str, Any]) -> "Message":
+        message = cls(
+            step.get("output") or "",
+            author=step.get("name") or "",
+            type=step.get("type") or "assistant_message",
+            id=step["id"],
+            parent_id=step.get("parentId"),
+            metadata=step.get("metadata") or {},
+            is_error=bool(step.get("isError")),
+        )
+        message.seq = step.get("seq")
+        if step.get("createdAt"):
+            message.created_at = datetime.fromisoformat(step["createdAt"].replace("Z", "+00:00"))
+        return message
+
+    def to_dict(self) -> dict[str, Any]:
+        """The StepDict clients receive."""
+        created = iso(self.created_at)
+        return {
+            "id": str(self.id),
+            "threadId": str(self.thread_id) if self.thread_id else None,
+            "parentId": str(self.parent_id) if self.parent_id else None,
+            "seq": self.seq,
+            "type": self.type,
+            "name": self.author,
+            "output": self.content,
+            "content": [],
+            "metadata": self.metadata,
+            "isError": self.is_error,
+            "streaming": self.streaming,
+            "createdAt": created,
+            "start": created,
+            "end": None if self.streaming else created,
+        }
+
+    async def send(self) -> "Message":
+        """Persist the message and show it; a streamed message is finalised instead."""
+        session = require_session()
+        if self.created_at is None:
+            self.created_at = datetime.now(UTC)
+        was_streaming = self.streaming
+        self.streaming = False
+        await session.save_message(self)
+        await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
+        return self
+
+    async def stream_token(self, token: str, *, is_sequence: bool = False) -> None:
+        """Append (or with ``is_sequence``, replace) text and push it to the client now."""
+        session = require_session()
+        if not self.streaming:
+            self.streaming = True
+            if self.created_at is None:
+                self.created_at = datetime.now(UTC)
+            self.thread_id = session.thread_id
+            await session.emit("stream_start", self.to_dict())
+        self.content = token if is_sequence else self.content + token
+        await session.emit(
+            "stream_token", {"id": str(self.id), "token": token, "isSequence": is_sequence, "isInput": False}
+        )
+
+    async def update(self) -> "Message":
+        session = require_session()
+        self.streaming = False
+        if self.created_at is None:
+            self.created_at = datetime.now(UTC)
+        await session.save_message(self)
+        await session.emit("update_message", self.to_dict())
+        return self
+
+    async def remove(self) -> None:
+        session = require_session()
+        await session.delete_message(self)
+        await session.emit("delete_message", self.to_dict())

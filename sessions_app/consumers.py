@@ -1,0 +1,82 @@
+"""The chat endpoint at ``/ws/socket.io/``: parses, authorises, calls ``lifecycle``."""
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sessions_app import lifecycle
+from sessions_app.auth import user_for_token
+from sessions_app.emitter import local_sockets, session_group
+from sessions_app.live import LiveSession
+from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
+
+logger = logging.getLogger(__name__)
+
+
+class ChatConsumer(SocketIOConsumer):
+    live: LiveSession | None = None
+
+    async def socketio_connect(self, auth: dict[str, Any]) -> None:
+        if "token_user" in self.scope:
+            user = self.scope["token_user"]
+        elif "token" in auth:
+            user = await user_for_token(auth["token"])
+        else:
+            user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            raise ConnectionRefused("authentication failed")
+        try:
+            self.live = await lifecycle.connect(user, auth, self.channel_name)
+        except lifecycle.Refused as refusal:
+            raise ConnectionRefused(str(refusal)) from None
+
+    async def socketio_connected(self) -> None:
+        assert self.live is not None
+        local_sockets.attach(self.live.id, self)
+        await self.channel_layer.group_add(session_group(self.live.id), self.channel_name)
+
+    async def socketio_disconnect(self) -> None:
+        live = self.live
+        if live is None:
+            return
+        local_sockets.detach(live.id, self)
+        await self.channel_layer.group_discard(session_group(live.id), self.channel_name)
+        await lifecycle.disconnect(live, self.channel_name)
+
+    async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
+        handler = self._handlers().get(event)
+        if handler is None:
+            await super().socketio_event(event, args, ack_id)
+            return
+        if self.live is None or self.live.cleared:
+            await self.emit_error("the session was cleared; reconnect with a new sessionId", event=event, ack_id=ack_id)
+            return
+        try:
+            answer = await handler(self.live, args[0] if args else None)
+        except lifecycle.BadRequest as bad:
+            await self.emit_error(str(bad), event=event, ack_id=ack_id)
+            return
+        await self.ack(ack_id, answer)
+
+    def _handlers(self) -> dict[str, Callable[[LiveSession, Any], Awaitable[Any]]]:
+        return {
+            "connection_successful": lambda live, _payload: lifecycle.connection_successful(live),
+            "client_message": lifecycle.client_message,
+            "edit_message": lifecycle.edit_message,
+            "chat_settings_change": lifecycle.chat_settings_change,
+            "stop": lambda live, _payload: lifecycle.stop(live),
+            "clear_session": lambda live, _payload: lifecycle.clear_session(live),
+        }
+
+    # --- channel layer messages -------------------------------------------------------------
+
+    async def session_emit(self, message: dict[str, Any]) -> None:
+        await self.emit(message["event"], *message["args"])
+
+    async def session_superseded(self, message: dict[str, Any]) -> None:
+        """Another socket restored this session; this one steps aside."""
+        if self.live is not None:
+            local_sockets.detach(self.live.id, self)
+            await self.channel_layer.group_discard(session_group(self.live.id), self.channel_name)
+            self.live = None
+        await self.close()

@@ -1,0 +1,58 @@
+"""Delivery of events to a session's socket, wherever that socket is.
+
+A socket held by this process gets the event directly (no channel layer on the hot path);
+otherwise the event goes to the session's group on the channel layer, which the consumer
+holding the socket in another process has joined.
+"""
+
+import threading
+import uuid
+from typing import Any, Protocol
+
+from channels.layers import get_channel_layer
+
+
+class EmittingSocket(Protocol):
+    async def emit(self, event: str, *args: Any) -> None: ...
+
+
+def session_group(session_id: uuid.UUID) -> str:
+    return f"session.{session_id.hex}"
+
+
+class LocalSockets:
+    """The sockets this process holds, by session id. Guarded by a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sockets: dict[uuid.UUID, EmittingSocket] = {}
+
+    def attach(self, session_id: uuid.UUID, socket: EmittingSocket) -> None:
+        with self._lock:
+            self._sockets[session_id] = socket
+
+    def detach(self, session_id: uuid.UUID, socket: EmittingSocket) -> None:
+        with self._lock:
+            if self._sockets.get(session_id) is socket:
+                del self._sockets[session_id]
+
+    def get(self, session_id: uuid.UUID) -> EmittingSocket | None:
+        with self._lock:
+            return self._sockets.get(session_id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sockets)
+
+
+local_sockets = LocalSockets()
+
+
+async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None:
+    socket = local_sockets.get(session_id)
+    if socket is not None:
+        await socket.emit(event, *args)
+        return
+    await get_channel_layer().group_send(
+        session_group(session_id), {"type": "session.emit", "event": event, "args": list(args)}
+    )

@@ -1,0 +1,356 @@
+"""The connection lifecycle: connect, connection_successful, messages, stop, clear, expiry.
+
+Chainlit's decision tree with its known bugs fixed by construction:
+
+- a restored session never re-runs resume or start (#3061): start/resume are claimed once
+  per session in the database, so this holds across processes too;
+- ``resume_thread`` is emitted before ``on_chat_resume`` runs (#2611);
+- ``chat_context`` is deduplicated by step id, not identity;
+- ``on_chat_end`` runs once, when the session is cleared or expires, never on a transient
+  drop (#2228); the running task is cancelled and the context freed on clear (#2951);
+- the user session is persisted at the end of every turn, not only on disconnect.
+"""
+
+import asyncio
+import json
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+from urllib.parse import unquote
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from sessions_app import store
+from sessions_app.chat.hooks import load_app
+from sessions_app.chat.message import Message
+from sessions_app.live import LiveSession, live_sessions
+from sessions_app.turns import request_remote_stop, turn_running
+from threads_app import services as thread_services
+from threads_app.selectors import owned_thread_dict, thread_owner_id
+
+logger = logging.getLogger(__name__)
+
+CLIENT_TYPES = {"webapp", "copilot", "teams", "slack", "discord", "integration"}
+STOPPED_TEXT = "Task manually stopped."
+THREAD_NOT_FOUND = "Thread not found."
+
+
+class Refused(Exception):
+    """The connection is refused; the message goes to the client in ``connect_error``."""
+
+
+class BadRequest(Exception):
+    """An event's payload is invalid; the message goes back to the client."""
+
+
+def parse_uuid(value: Any, what: str, error: type[Exception] = BadRequest) -> uuid.UUID:
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError, AttributeError):
+        raise error(f"{what} must be a UUID") from None
+
+
+# --- 4.1 connect ----------------------------------------------------------------------------
+
+
+async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) -> LiveSession:
+    """Restore the session named by ``auth['sessionId']`` or create it."""
+    session_id = parse_uuid(auth.get("sessionId"), "sessionId", Refused)
+    thread_id = parse_uuid(auth["threadId"], "threadId", Refused) if auth.get("threadId") else None
+    if thread_id is not None:
+        owner = await database_sync_to_async(thread_owner_id)(thread_id)
+        if owner is not None and owner != user.pk:
+            raise Refused("authorization failed")
+    client_type = auth.get("clientType") or "webapp"
+    if client_type not in CLIENT_TYPES:
+        raise Refused(f"clientType must be one of {sorted(CLIENT_TYPES)}")
+    user_env = _parse_user_env(auth.get("userEnv"))
+    profile = auth.get("chatProfile") or ""
+    if not isinstance(profile, str):
+        raise Refused("chatProfile must be a string")
+    try:
+        opened = await database_sync_to_async(store.open_session)(
+            session_id,
+            user,
+            channel=channel,
+            new_fields={
+                "thread_id": thread_id or uuid.uuid4(),
+                "thread_id_to_resume": thread_id,
+                "client_type": client_type,
+                "chat_profile": unquote(profile)[:255],
+                "user_env": user_env,
+            },
+        )
+    except store.SessionNotOwned:
+        raise Refused("authorization failed") from None
+
+    record = opened.record
+    live = live_sessions.get(session_id)
+    if live is None or live.cleared or live.generation != record.generation - 1:
+        live = LiveSession(record, user)
+        live_sessions.put(live)
+    live.generation = record.generation
+    live.restored = opened.restored
+    if opened.previous_channel and opened.previous_channel != channel:
+        # Another socket held this session (a half-open drop, or a second tab): retire it.
+        await get_channel_layer().send(opened.previous_channel, {"type": "session.superseded"})
+    return live
+
+
+def _parse_user_env(raw: Any) -> dict[str, Any]:
+    if raw in (None, ""):
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    try:
+        env = json.loads(raw)
+    except (TypeError, ValueError):
+        raise Refused("userEnv must be a JSON object") from None
+    if not isinstance(env, dict):
+        raise Refused("userEnv must be a JSON object")
+    return env
+
+
+# --- 4.2 connection_successful --------------------------------------------------------------
+
+
+async def connection_successful(live: LiveSession) -> None:
+    hooks = load_app()
+    running = live.current_task is not None or await turn_running(live.id)
+    await live.emit("task_start" if running else "task_end", None)
+    await live.emit("clear_ask", None)
+    await live.emit("clear_call_fn", None)
+
+    if live.restored and (live.has_first_interaction or live.chat_started or live.resumed):
+        # A restored session never re-runs resume (#3061) nor start.
+        return
+
+    if live.thread_id_to_resume and hooks.on_chat_resume:
+        if not await database_sync_to_async(store.claim_flag)(live.id, "resumed"):
+            return
+        live.resumed = True
+        if await _resume(live, live.thread_id_to_resume):
+            return
+        await live.emit("resume_thread_error", THREAD_NOT_FOUND)
+        live.thread_id = uuid.uuid4()
+        live.thread_id_to_resume = None
+        await database_sync_to_async(store.set_fields)(live.id, thread_id=live.thread_id, thread_id_to_resume=None)
+
+    await _start(live)
+
+
+async def _start(live: LiveSession) -> None:
+    hooks = load_app()
+    if hooks.on_chat_start is None or live.chat_started:
+        return
+    if await database_sync_to_async(store.claim_flag)(live.id, "chat_started"):
+        live.chat_started = True
+        live.run_hook(hooks.on_chat_start)
+
+
+async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
+    thread = await database_sync_to_async(owned_thread_dict)(live.user, thread_id)
+    if thread is None:
+        return False
+    live.thread_id = thread_id
+    live.has_first_interaction = True
+    await database_sync_to_async(store.set_fields)(live.id, has_first_interaction=True, thread_id=thread_id)
+    await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
+    live.restore_from_metadata(thread.get("metadata") or {})
+    live.load_context(thread["steps"])
+    # The history goes out first, so messages the hook sends land after it (#2611).
+    await live.emit("resume_thread", thread)
+    live.run_hook(load_app().on_chat_resume, thread)
+    return True
+
+
+# --- user messages ---------------------------------------------------------------------------
+
+
+def parse_client_message(payload: Any) -> tuple[uuid.UUID, str, dict[str, Any]]:
+    """Validate a ``client_message`` payload: ``{message: {id, output, ...}, fileReferences}``."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("message"), dict):
+        raise BadRequest("client_message needs {message: {id, output}}")
+    message = payload["message"]
+    message_id = parse_uuid(message.get("id"), "message.id")
+    output = message.get("output", "")
+    if not isinstance(output, str):
+        raise BadRequest("message.output must be a string")
+    return message_id, output, message
+
+
+async def accept_user_message(live: LiveSession, message_id: uuid.UUID, text: str) -> Message:
+    """Record a user message as a transcript step (same id twice = one step)."""
+    if not live.has_first_interaction:
+        await _first_interaction(live, text)
+    message = Message(text, author=live.user.get_username(), type="user_message", id=message_id)
+    message.created_at = timezone.now()
+    await live.save_message(message)
+    return message
+
+
+async def _first_interaction(live: LiveSession, text: str) -> None:
+    """Create the thread (named after the first message) and flush steps sent before it."""
+    try:
+        await database_sync_to_async(thread_services.ensure_thread)(live.user, live.thread_id, name=text)
+    except thread_services.ThreadNotOwned:
+        # The thread was deleted meanwhile: this chat continues in a new one.
+        live.thread_id = uuid.uuid4()
+        await database_sync_to_async(store.set_fields)(live.id, thread_id=live.thread_id)
+        await database_sync_to_async(thread_services.ensure_thread)(live.user, live.thread_id, name=text)
+    won = await database_sync_to_async(store.claim_flag)(live.id, "has_first_interaction")
+    live.has_first_interaction = True
+    if won:
+        for step in await database_sync_to_async(store.take_deferred_steps)(live.id):
+            await live.save_message(Message.from_step(step))
+        await live.emit("first_interaction", {"interaction": text, "thread_id": str(live.thread_id)})
+
+
+async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
+    message_id, text, _raw = parse_client_message(payload)
+    message = await accept_user_message(live, message_id, text)
+    hooks = load_app()
+    if hooks.on_message is not None:
+        live.run_hook(hooks.on_message, message)
+    return {"threadId": str(live.thread_id), "messageId": str(message_id)}
+
+
+async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
+    """Replace a user message's text, drop what came after it, and answer it again."""
+    message_id, text, _raw = parse_client_message(payload)
+    await live.ensure_context()
+    history = live.chat_context.get()
+    target = next((m for m in history if m.id == message_id and m.type == "user_message"), None)
+    if target is None:
+        raise BadRequest("no user message with this id in the session")
+    token = live.activate()
+    try:
+        for later in [m for m in history if target.seq is not None and m.seq is not None and m.seq > target.seq]:
+            await later.remove()
+        target.content = text
+        await target.update()
+    finally:
+        live.deactivate(token)
+    hooks = load_app()
+    if hooks.on_message is not None:
+        live.run_hook(hooks.on_message, target)
+    return {"threadId": str(live.thread_id), "messageId": str(message_id)}
+
+
+async def chat_settings_change(live: LiveSession, payload: Any) -> None:
+    if not isinstance(payload, dict):
+        raise BadRequest("chat_settings_change needs an object of settings")
+    live.chat_settings.update(payload)
+    hooks = load_app()
+    if hooks.on_settings_update is not None:
+        live.run_hook(hooks.on_settings_update, dict(live.chat_settings), with_task=False)
+    else:
+        await live.persist()
+
+
+# --- 4.6 stop, disconnect, clear, expiry ------------------------------------------------------
+
+
+async def stop(live: LiveSession) -> None:
+    """Cancel the running turn (here or in another process), say so once, run on_stop."""
+    if live.cancel_current():
+        await live.wait_current()
+    else:
+        await request_remote_stop(live.id)
+    token = live.activate()
+    try:
+        await Message(STOPPED_TEXT).send()
+        hooks = load_app()
+        if hooks.on_stop is not None:
+            try:
+                await hooks.on_stop()
+            except Exception:
+                logger.exception("on_stop of session %s failed", live.id)
+    finally:
+        live.deactivate(token)
+    await live.emit("task_end", None)
+
+
+async def disconnect(live: LiveSession, channel: str) -> None:
+    """A transport drop: persist and keep the session for SESSION_TIMEOUT seconds."""
+    if live.cleared:
+        return
+    if not await database_sync_to_async(store.mark_disconnected)(live.id, channel):
+        return  # another socket already holds the session
+    await live.persist()
+    asyncio.get_running_loop().call_later(
+        settings.SESSION_TIMEOUT, lambda: asyncio.ensure_future(expire(live.id))
+    )
+    expiry_sweeper.ensure_running()
+
+
+async def clear_session(live: LiveSession) -> None:
+    """The "New chat" button: end the session now."""
+    if await database_sync_to_async(store.claim_end)(live.id):
+        await _end(live)
+
+
+async def expire(session_id: uuid.UUID) -> None:
+    """End a session that stayed disconnected for SESSION_TIMEOUT seconds (claimed once)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.SESSION_TIMEOUT)
+    if not await database_sync_to_async(store.claim_end)(session_id, expired_before=cutoff):
+        return
+    live = live_sessions.get(session_id)
+    if live is None:
+        record = await database_sync_to_async(store.get_session)(session_id)
+        if record is None:
+            return
+        user = await database_sync_to_async(lambda: record.user)()
+        live = LiveSession(record, user)
+    await _end(live)
+
+
+async def _end(live: LiveSession) -> None:
+    live.cleared = True
+    if live.cancel_current():
+        await live.wait_current()
+    else:
+        await request_remote_stop(live.id)
+    live.cancel_all()
+    hooks = load_app()
+    if hooks.on_chat_end is not None:
+        token = live.activate()
+        try:
+            await hooks.on_chat_end()
+        except Exception:
+            logger.exception("on_chat_end of session %s failed", live.id)
+        finally:
+            live.deactivate(token)
+    await live.persist()
+    live.chat_context.clear()
+    live_sessions.remove(live)
+    await database_sync_to_async(store.delete_session)(live.id)
+
+
+class ExpirySweeper:
+    """Expires sessions whose process died before its own timer fired."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task | None = None
+
+    def ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._sweep())
+
+    async def _sweep(self) -> None:
+        period = max(1.0, min(60.0, settings.SESSION_TIMEOUT / 2))
+        while True:
+            await asyncio.sleep(period)
+            try:
+                for session_id in await database_sync_to_async(store.expired_session_ids)(settings.SESSION_TIMEOUT):
+                    await expire(session_id)
+            except Exception:
+                logger.exception("expiry sweep failed")
+
+
+expiry_sweeper = ExpirySweeper()

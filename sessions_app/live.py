@@ -1,0 +1,238 @@
+"""The in-process half of a chat session: user session, chat context, running hooks.
+
+The session record (``SocketSession``) is the source of truth; a ``LiveSession`` is this
+process's working copy, built from the record when the session's socket arrives here and
+reused across reconnects to the same process as long as no other process held the session
+in between (``generation``).
+"""
+
+import asyncio
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Awaitable, Callable
+from contextvars import Token
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+
+from sessions_app import store
+from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
+from sessions_app.chat.message import Message
+from sessions_app.emitter import emit_to_session
+from sessions_app.models import SocketSession
+from sessions_app.turns import TurnClaim, mailbox
+from threads_app import services as thread_services
+from threads_app.selectors import step_dicts
+from threads_app.wire import step_fields
+
+logger = logging.getLogger(__name__)
+
+
+class LiveSession:
+    def __init__(self, record: SocketSession, user: AbstractBaseUser) -> None:
+        self.id: uuid.UUID = record.id
+        self.user = user
+        self.thread_id: uuid.UUID = record.thread_id
+        self.thread_id_to_resume: uuid.UUID | None = record.thread_id_to_resume
+        self.client_type = record.client_type
+        self.chat_profile = record.chat_profile
+        self.chat_settings: dict[str, Any] = dict(record.chat_settings)
+        self.user_env: dict[str, Any] = dict(record.user_env)
+        self.user_session: dict[str, Any] = {
+            k: v for k, v in record.user_session.items() if k not in SYSTEM_KEYS
+        }
+        self.has_first_interaction = record.has_first_interaction
+        self.chat_started = record.chat_started
+        self.resumed = record.resumed
+        self.generation = record.generation
+        self.restored = False
+        self.cleared = False
+        self.chat_context = ChatContext()
+        # After a move between processes the context is rebuilt lazily, before the next hook,
+        # so that a reconnect itself never reads the history.
+        self._context_loaded = not record.has_first_interaction
+        self._turn_lock = asyncio.Lock()
+        self._save_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task] = set()
+        self.current_task: asyncio.Task | None = None
+        self.stopping = False
+        mailbox.on_stop(self.id, self._remote_stop)
+
+    # --- what hooks read -----------------------------------------------------------------
+
+    def system_value(self, key: str) -> Any:
+        return {
+            "id": str(self.id),
+            "env": self.user_env,
+            "chat_settings": self.chat_settings,
+            "chat_profile": self.chat_profile,
+            "client_type": self.client_type,
+            "user": self.user,
+        }[key]
+
+    def to_persistable(self) -> dict[str, Any]:
+        """The user session as stored in thread metadata: JSON values only, env scrubbed."""
+        data: dict[str, Any] = {}
+        for key, value in self.user_session.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                logger.warning("user_session[%r] of session %s is not JSON; it is not persisted", key, self.id)
+                continue
+            data[key] = value
+        data["chat_settings"] = self.chat_settings
+        data["chat_profile"] = self.chat_profile
+        data["client_type"] = self.client_type
+        data["env"] = self.user_env if settings.PERSIST_USER_ENV else {}
+        return data
+
+    def restore_from_metadata(self, metadata: dict[str, Any]) -> None:
+        """Take the user session, chat profile and settings back from a thread's metadata."""
+        self.user_session = {k: v for k, v in metadata.items() if k not in SYSTEM_KEYS}
+        if metadata.get("chat_profile"):
+            self.chat_profile = metadata["chat_profile"]
+        if isinstance(metadata.get("chat_settings"), dict):
+            self.chat_settings = dict(metadata["chat_settings"])
+
+    def load_context(self, steps: list[dict[str, Any]]) -> None:
+        for step in steps:
+            if "message" in step["type"]:
+                self.chat_context.add(Message.from_step(step))
+        self._context_loaded = True
+
+    async def ensure_context(self) -> None:
+        if not self._context_loaded:
+            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))
+
+    # --- output ---------------------------------------------------------------------------
+
+    async def emit(self, event: str, data: Any) -> None:
+        await emit_to_session(self.id, event, data)
+
+    async def save_message(self, message: Message) -> None:
+        """Write a message as a transcript step (or keep it until the thread exists)."""
+        message.thread_id = self.thread_id
+        step = message.to_dict()
+        seq = await database_sync_to_async(self._write_step)(step)
+        if seq is not None:
+            message.seq = seq
+        self.chat_context.add(message)
+
+    def _write_step(self, step: dict[str, Any]) -> int | None:
+        if not self.has_first_interaction and store.defer_step(self.id, step):
+            return None
+        written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
+        return written.seq
+
+    async def delete_message(self, message: Message) -> None:
+        self.chat_context.remove(message)
+        await database_sync_to_async(thread_services.delete_step)(self.thread_id, message.id)
+
+    async def persist(self) -> None:
+        """Save the persistable user session to the record and (once it exists) the thread."""
+        async with self._save_lock:
+            await database_sync_to_async(store.save_user_session)(
+                self.id,
+                thread_id=self.thread_id if self.has_first_interaction else None,
+                persistable=self.to_persistable(),
+                chat_profile=self.chat_profile,
+                chat_settings=self.chat_settings,
+            )
+
+    # --- running hooks --------------------------------------------------------------------
+
+    def run_hook(self, hook: Callable[..., Awaitable[Any]], *args: Any, with_task: bool = True) -> asyncio.Task:
+        """Run a hook as a task of this session; hooks of one session never overlap."""
+        task = asyncio.create_task(self._run(hook, args, with_task))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _run(self, hook: Callable[..., Awaitable[Any]], args: tuple[Any, ...], with_task: bool) -> None:
+        async with self._turn_lock, TurnClaim(self.id):
+            self.current_task = asyncio.current_task()
+            self.stopping = False
+            current_session.set(self)
+            if with_task:
+                await self.emit("task_start", None)
+            try:
+                await self.ensure_context()
+                await hook(*args)
+            except asyncio.CancelledError:
+                logger.info("hook %s of session %s was cancelled", getattr(hook, "__name__", hook), self.id)
+            except Exception as exc:
+                logger.exception("hook %s of session %s failed", getattr(hook, "__name__", hook), self.id)
+                await self._report_error(exc)
+            finally:
+                self.current_task = None
+                if with_task and not self.stopping:
+                    await self.emit("task_end", None)
+                if not self.cleared:
+                    await self.persist()
+
+    async def _report_error(self, exc: Exception) -> None:
+        try:
+            await Message(f"{type(exc).__name__}: {exc}", author="Error", is_error=True).send()
+        except Exception:
+            logger.exception("could not report a hook error to session %s", self.id)
+
+    def cancel_current(self) -> bool:
+        """Cancel the running hook of this process; True if there was one."""
+        task = self.current_task
+        if task is None or task.done():
+            return False
+        self.stopping = True
+        task.cancel()
+        return True
+
+    async def _remote_stop(self) -> None:
+        self.cancel_current()
+
+    async def wait_current(self, timeout: float = 5.0) -> None:
+        task = self.current_task
+        if task is not None:
+            await asyncio.wait({task}, timeout=timeout)
+
+    def cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    def activate(self) -> Token:
+        """Make this the current session in the calling context (for handlers, not hooks)."""
+        return current_session.set(self)
+
+    def deactivate(self, token: Token) -> None:
+        current_session.reset(token)
+
+
+class LiveSessions:
+    """This process's live sessions by id. Guarded by a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[uuid.UUID, LiveSession] = {}
+
+    def get(self, session_id: uuid.UUID) -> LiveSession | None:
+        with self._lock:
+            return self._sessions.get(session_id)
+
+    def put(self, session: LiveSession) -> None:
+        with self._lock:
+            self._sessions[session.id] = session
+
+    def remove(self, session: LiveSession) -> None:
+        with self._lock:
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+        mailbox.forget(session.id)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+
+live_sessions = LiveSessions()

@@ -1,0 +1,52 @@
+"""The session record: a chat session's state kept in the database, keyed by ``sessionId``.
+
+Keeping it here rather than in process memory is what lets a reconnect that lands on another
+server process restore the session. The boolean flags are claimed with conditional UPDATEs
+(see ``sessions_app.store``) so that start, resume and end each happen once across processes.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class SocketSession(models.Model):
+    id = models.UUIDField(primary_key=True, editable=False, help_text="The client's sessionId.")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    thread_id = models.UUIDField(help_text="The thread this session writes to (created on first interaction).")
+    thread_id_to_resume = models.UUIDField(null=True, blank=True)
+    client_type = models.CharField(max_length=32, default="webapp")
+    chat_profile = models.CharField(max_length=255, blank=True, default="")
+    chat_settings = models.JSONField(default=dict, blank=True)
+    user_env = models.JSONField(default=dict, blank=True)
+    # The persistable user session, saved at the end of each turn and on disconnect.
+    user_session = models.JSONField(default=dict, blank=True)
+    # Steps sent before the thread exists (an on_chat_start greeting); written on first interaction.
+    deferred_steps = models.JSONField(default=list, blank=True)
+
+    has_first_interaction = models.BooleanField(default=False)
+    chat_started = models.BooleanField(default=False)
+    resumed = models.BooleanField(default=False)
+    ended = models.BooleanField(default=False, help_text="on_chat_end has been claimed.")
+
+    # The channel name of the consumer holding the socket, empty while disconnected.
+    socket_channel = models.CharField(max_length=200, blank=True, default="")
+    disconnected_at = models.DateTimeField(null=True, blank=True)
+    # Bumped on every connect; a process whose in-memory copy is older rebuilds it.
+    generation = models.PositiveIntegerField(default=0)
+
+    # The running turn's owner (a process token) and its heartbeat; see sessions_app.turns.
+    turn_owner = models.CharField(max_length=200, blank=True, default="")
+    turn_heartbeat = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["ended", "disconnected_at"], name="session_expiry")]
+
+    def __str__(self) -> str:
+        return str(self.id)
+
+    @property
+    def is_connected(self) -> bool:
+        return bool(self.socket_channel)

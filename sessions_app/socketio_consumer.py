@@ -1,0 +1,210 @@
+"""Socket.IO protocol v5 (Engine.IO 4) over a Channels WebSocket consumer.
+
+Channels owns the connection, authentication and the channel layer; python-socketio's packet
+classes do the encoding and decoding. This module knows nothing about chats: subclasses
+implement ``socketio_connect``, ``socketio_event`` and ``socketio_disconnect``.
+
+Only the WebSocket transport is served (clients connect with ``transports=['websocket']``), so
+there is no long-polling and no upgrade. Binary attachments are refused with an error.
+"""
+
+import asyncio
+import json
+import logging
+import secrets
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from engineio import packet as eio
+from socketio import packet as sio
+
+logger = logging.getLogger(__name__)
+
+# WebSocket close codes (RFC 6455).
+CLOSE_NORMAL = 1000
+CLOSE_PROTOCOL_ERROR = 1002
+CLOSE_TOO_BIG = 1009
+CLOSE_POLICY = 1008
+
+ERROR_EVENT = "error"
+
+
+class ConnectionRefused(Exception):
+    """Raised by ``socketio_connect`` to answer the namespace CONNECT with CONNECT_ERROR."""
+
+
+class SocketIOConsumer(AsyncWebsocketConsumer):
+    """The transport half of the endpoint: handshake, heartbeat, packets, acks."""
+
+    namespace = "/"
+
+    # --- Channels entry points ----------------------------------------------------------
+
+    async def connect(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        if query.get("EIO") != ["4"] or query.get("transport", ["websocket"]) != ["websocket"]:
+            # Engine.IO 3 clients and polling are not served; refuse the handshake.
+            await self.close()
+            return
+        self.eio_sid = secrets.token_urlsafe(15)
+        self.sio_sid: str | None = None
+        self.max_payload = settings.SOCKETIO_MAX_PAYLOAD
+        self._pong = asyncio.Event()
+        await self.accept()
+        await self.send(
+            text_data=eio.Packet(
+                eio.OPEN,
+                {
+                    "sid": self.eio_sid,
+                    "upgrades": [],
+                    "pingInterval": int(settings.SOCKETIO_PING_INTERVAL * 1000),
+                    "pingTimeout": int(settings.SOCKETIO_PING_TIMEOUT * 1000),
+                    "maxPayload": self.max_payload,
+                },
+            ).encode()
+        )
+        self._heartbeat = asyncio.create_task(self._ping_loop())
+
+    async def disconnect(self, code: int) -> None:
+        heartbeat = getattr(self, "_heartbeat", None)
+        if heartbeat is not None:
+            heartbeat.cancel()
+        if getattr(self, "sio_sid", None) is not None:
+            self.sio_sid = None
+            await self.socketio_disconnect()
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if bytes_data is not None:
+            await self.emit_error("binary frames are not supported")
+            return
+        if not text_data:
+            await self.emit_error("empty frame")
+            return
+        if len(text_data) > self.max_payload:
+            await self.emit_error(f"frame of {len(text_data)} bytes exceeds the limit of {self.max_payload}")
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        kind = text_data[0]
+        if kind == "4":
+            await self._receive_socketio(text_data[1:])
+        elif kind == "3":
+            self._pong.set()
+        elif kind == "2":
+            await self.send(text_data="3" + text_data[1:])
+        elif kind == "1":
+            await self.close(code=CLOSE_NORMAL)
+        elif kind == "6":
+            return
+        else:
+            await self.emit_error("malformed frame: not an Engine.IO packet")
+            await self.close(code=CLOSE_PROTOCOL_ERROR)
+
+    # --- Socket.IO packets ---------------------------------------------------------------
+
+    async def _receive_socketio(self, encoded: str) -> None:
+        try:
+            packet = sio.Packet(encoded_packet=encoded)
+        except (ValueError, TypeError) as exc:
+            await self.emit_error(f"malformed packet: {exc}")
+            return
+        namespace = packet.namespace or "/"
+        if packet.packet_type == sio.CONNECT:
+            await self._namespace_connect(namespace, packet.data)
+            return
+        if namespace != self.namespace or self.sio_sid is None:
+            await self.emit_error("not connected to this namespace")
+            return
+        if packet.packet_type == sio.EVENT:
+            data = packet.data
+            if not isinstance(data, list) or not data or not isinstance(data[0], str):
+                await self.emit_error("malformed event: expected [name, ...args]", ack_id=packet.id)
+                return
+            await self.socketio_event(data[0], data[1:], packet.id)
+        elif packet.packet_type == sio.DISCONNECT:
+            await self.close(code=CLOSE_NORMAL)
+        elif packet.packet_type in (sio.BINARY_EVENT, sio.BINARY_ACK):
+            await self.emit_error("binary packets are not supported", ack_id=packet.id)
+        # ACK packets answer server-side calls, which Tether does not make; they are ignored.
+
+    async def _namespace_connect(self, namespace: str, auth: Any) -> None:
+        if namespace != self.namespace:
+            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "Invalid namespace"}, namespace=namespace))
+            return
+        if self.sio_sid is not None:
+            return
+        if auth is not None and not isinstance(auth, dict):
+            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "auth must be an object"}))
+            return
+        try:
+            await self.socketio_connect(auth or {})
+        except ConnectionRefused as refusal:
+            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": str(refusal)}))
+            return
+        self.sio_sid = secrets.token_urlsafe(15)
+        await self._send_packet(sio.Packet(sio.CONNECT, {"sid": self.sio_sid}))
+        await self.socketio_connected()
+
+    async def _send_packet(self, packet: sio.Packet) -> None:
+        await self.send(text_data="4" + packet.encode())
+
+    async def emit(self, event: str, *args: Any) -> None:
+        """Send an event to this socket."""
+        await self._send_packet(sio.Packet(sio.EVENT, [event, *args], binary=False))
+
+    async def ack(self, ack_id: int | None, *args: Any) -> None:
+        """Answer a client's acknowledgement request; a no-op when none was asked for."""
+        if ack_id is not None:
+            await self._send_packet(sio.Packet(sio.ACK, list(args), id=ack_id, binary=False))
+
+    async def emit_error(self, message: str, *, event: str | None = None, ack_id: int | None = None) -> None:
+        """Tell the client what was wrong with what it sent; the connection stays usable."""
+        body = {"message": message, "event": event}
+        if ack_id is not None:
+            await self.ack(ack_id, {"error": message})
+        try:
+            await self.emit(ERROR_EVENT, body)
+        except Exception:  # the socket may already be closing
+            logger.debug("could not emit error %r", message)
+
+    # --- heartbeat -------------------------------------------------------------------------
+
+    async def _ping_loop(self) -> None:
+        interval = settings.SOCKETIO_PING_INTERVAL
+        timeout = settings.SOCKETIO_PING_TIMEOUT
+        try:
+            while True:
+                await asyncio.sleep(interval)
+                self._pong.clear()
+                await self.send(text_data="2")
+                try:
+                    await asyncio.wait_for(self._pong.wait(), timeout)
+                except TimeoutError:
+                    logger.info("socket %s missed its pong; closing", self.eio_sid)
+                    await self.close(code=CLOSE_POLICY)
+                    return
+        except asyncio.CancelledError:
+            pass
+
+    # --- for subclasses ----------------------------------------------------------------------
+
+    async def socketio_connect(self, auth: dict[str, Any]) -> None:
+        """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it."""
+
+    async def socketio_connected(self) -> None:
+        """Runs after the CONNECT answer went out."""
+
+    async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
+        await self.emit_error(f"unknown event {event!r}", event=event, ack_id=ack_id)
+
+    async def socketio_disconnect(self) -> None:
+        """The namespace connection ended (client left, close, or missed heartbeat)."""
+
+
+def encode_event(event: str, *args: Any) -> str:
+    """The text frame of an EVENT packet, for callers that fan one event out to many sockets."""
+    return "4" + sio.Packet(sio.EVENT, [event, *args], binary=False).encode()
+
+
+__all__ = ["ConnectionRefused", "SocketIOConsumer", "encode_event", "json"]

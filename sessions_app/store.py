@@ -1,0 +1,176 @@
+"""Database operations on session records.
+
+The flags that must hold once per session across processes (chat started, resumed, ended,
+first interaction) are claimed with a single conditional UPDATE: the caller whose UPDATE
+changed a row won and runs the hook; everybody else does nothing.
+
+All functions are synchronous; async code calls them through ``database_sync_to_async``.
+"""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sessions_app.models import SocketSession
+from threads_app.models import Thread
+
+CLAIMABLE_FLAGS = ("chat_started", "resumed", "has_first_interaction")
+
+
+class SessionNotOwned(Exception):
+    """The sessionId belongs to another user's live session."""
+
+
+@dataclass(frozen=True)
+class OpenedSession:
+    record: SocketSession
+    restored: bool
+    previous_channel: str
+
+
+def open_session(
+    session_id: uuid.UUID,
+    user: AbstractBaseUser,
+    *,
+    channel: str,
+    new_fields: dict[str, Any],
+) -> OpenedSession:
+    """Restore the session ``session_id`` for ``user`` on ``channel``, or create it.
+
+    A restore rebinds the socket and changes nothing else. An ended (cleared or expired)
+    record is replaced by a fresh one.
+    """
+    for _attempt in range(3):
+        with transaction.atomic():
+            record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
+            if record is not None and record.ended:
+                record.delete()
+                record = None
+            if record is not None:
+                if record.user_id != user.pk:
+                    raise SessionNotOwned(str(session_id))
+                previous = record.socket_channel
+                record.socket_channel = channel
+                record.disconnected_at = None
+                record.generation = F("generation") + 1
+                record.save(update_fields=["socket_channel", "disconnected_at", "generation", "updated_at"])
+                record.refresh_from_db(fields=["generation"])
+                return OpenedSession(record, restored=True, previous_channel=previous)
+        try:
+            with transaction.atomic():
+                record = SocketSession.objects.create(id=session_id, user=user, socket_channel=channel, **new_fields)
+            return OpenedSession(record, restored=False, previous_channel="")
+        except IntegrityError:
+            continue  # another connect created it first: restore that one
+    raise RuntimeError(f"could not open session {session_id}")
+
+
+def get_session(session_id: uuid.UUID) -> SocketSession | None:
+    return SocketSession.objects.filter(pk=session_id).first()
+
+
+def claim_flag(session_id: uuid.UUID, flag: str) -> bool:
+    """Set ``flag`` if it is still false; True only for the one caller that set it."""
+    if flag not in CLAIMABLE_FLAGS:
+        raise ValueError(flag)
+    return SocketSession.objects.filter(pk=session_id, ended=False, **{flag: False}).update(**{flag: True}) == 1
+
+
+def set_fields(session_id: uuid.UUID, **fields: Any) -> None:
+    SocketSession.objects.filter(pk=session_id).update(**fields, updated_at=timezone.now())
+
+
+def mark_disconnected(session_id: uuid.UUID, channel: str) -> bool:
+    """Record the drop unless another socket already took the session over."""
+    return (
+        SocketSession.objects.filter(pk=session_id, socket_channel=channel).update(
+            socket_channel="", disconnected_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def save_user_session(
+    session_id: uuid.UUID,
+    *,
+    thread_id: uuid.UUID | None,
+    persistable: dict[str, Any],
+    chat_profile: str,
+    chat_settings: dict[str, Any],
+) -> None:
+    """Write the persistable user session to the record and the thread, in one transaction.
+
+    A reconnect reads either the whole previous save or the whole new one, never a mix.
+    """
+    with transaction.atomic():
+        SocketSession.objects.filter(pk=session_id).update(
+            user_session=persistable,
+            chat_profile=chat_profile,
+            chat_settings=chat_settings,
+            updated_at=timezone.now(),
+        )
+        if thread_id is None:
+            return
+        thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+        if thread is None:
+            return
+        thread.metadata = {**thread.metadata, **persistable}
+        thread.chat_profile = chat_profile or ""
+        thread.chat_settings = chat_settings
+        thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
+
+
+def claim_end(session_id: uuid.UUID, *, expired_before: datetime | None = None) -> bool:
+    """Claim the right to run ``on_chat_end``. With ``expired_before``, only a session that
+    has been disconnected since before that moment can be claimed (expiry)."""
+    sessions = SocketSession.objects.filter(pk=session_id, ended=False)
+    if expired_before is not None:
+        sessions = sessions.filter(socket_channel="", disconnected_at__lte=expired_before)
+    return sessions.update(ended=True) == 1
+
+
+def expired_session_ids(timeout_seconds: float) -> list[uuid.UUID]:
+    cutoff = timezone.now() - timedelta(seconds=timeout_seconds)
+    return list(
+        SocketSession.objects.filter(ended=False, socket_channel="", disconnected_at__lte=cutoff).values_list(
+            "id", flat=True
+        )[:500]
+    )
+
+
+def delete_session(session_id: uuid.UUID) -> None:
+    SocketSession.objects.filter(pk=session_id).delete()
+
+
+def defer_step(session_id: uuid.UUID, step: dict[str, Any]) -> bool:
+    """Keep a step sent before the thread exists; it is written on the first interaction.
+
+    Returns False when the session has had its first interaction meanwhile (possibly in
+    another process): the caller then writes the step to the thread itself.
+    """
+    with transaction.atomic():
+        record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
+        if record is None or record.has_first_interaction:
+            return False
+        steps = [s for s in record.deferred_steps if s["id"] != step["id"]]
+        steps.append(step)
+        record.deferred_steps = steps
+        record.save(update_fields=["deferred_steps"])
+        return True
+
+
+def take_deferred_steps(session_id: uuid.UUID) -> list[dict[str, Any]]:
+    with transaction.atomic():
+        record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
+        if record is None or not record.deferred_steps:
+            return []
+        steps = record.deferred_steps
+        record.deferred_steps = []
+        record.save(update_fields=["deferred_steps"])
+        return steps

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ThreadsAppConfig(AppConfig):
+    name = "threads_app"
+    verbose_name = "Threads"

@@ -1,0 +1,116 @@
+"""The durable records of a conversation: boxes, threads, transcript steps, accepted sends."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Box(models.Model):
+    """An agent workspace owned by one user; it names the engine that answers."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="boxes")
+    name = models.CharField(max_length=100, default="default")
+    engine = models.CharField(max_length=50, default="echo")
+    engine_options = models.JSONField(default=dict, blank=True)
+    webhook_url = models.URLField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "boxes"
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="box_owner_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.owner} / {self.name}"
+
+
+class Thread(models.Model):
+    """A conversation; ``metadata`` holds the persisted user session of its chat."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="threads")
+    box = models.ForeignKey(Box, on_delete=models.CASCADE, related_name="threads")
+    name = models.CharField(max_length=255, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    chat_profile = models.CharField(max_length=255, blank=True, default="")
+    chat_settings = models.JSONField(default=dict, blank=True)
+    engine_session_id = models.CharField(max_length=255, blank=True, default="")
+    # The highest ``Step.seq`` handed out; bumped under a row lock so seqs never collide.
+    last_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="thread_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.name or str(self.id)
+
+
+class StepType(models.TextChoices):
+    USER_MESSAGE = "user_message"
+    ASSISTANT_MESSAGE = "assistant_message"
+    SYSTEM_MESSAGE = "system_message"
+    RUN = "run"
+    TOOL = "tool"
+    LLM = "llm"
+    EMBEDDING = "embedding"
+    RETRIEVAL = "retrieval"
+    RERANK = "rerank"
+    UNDEFINED = "undefined"
+
+
+class Step(models.Model):
+    """One transcript entry. The id is the idempotency key: a second write is an upsert."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="steps")
+    seq = models.BigIntegerField()
+    type = models.CharField(max_length=32, choices=StepType.choices)
+    name = models.CharField(max_length=255, blank=True, default="")
+    parent_id = models.UUIDField(null=True, blank=True)
+    output = models.TextField(blank=True, default="")
+    content = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    is_error = models.BooleanField(default=False)
+    created_at = models.DateTimeField()
+    start = models.DateTimeField(null=True, blank=True)
+    end = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["thread", "seq"]
+        constraints = [models.UniqueConstraint(fields=["thread", "seq"], name="step_thread_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq}"
+
+    @property
+    def is_message(self) -> bool:
+        return "message" in self.type
+
+
+class AcceptedMessage(models.Model):
+    """The acceptance record of a user send; its id is the client's message id."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        TRANSCRIBED = "transcribed"
+        FAILED = "failed"
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="accepted_messages")
+    box = models.ForeignKey(Box, on_delete=models.CASCADE, related_name="accepted_messages")
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    text = models.TextField(blank=True, default="")
+    images = models.JSONField(default=list, blank=True)
+    accepted_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["thread", "state"], name="accepted_thread_state")]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.state})"

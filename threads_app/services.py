@@ -1,0 +1,88 @@
+"""State changes of the durable records: creating threads, writing transcript steps.
+
+Every function here is synchronous and transactional; async callers wrap them with
+``database_sync_to_async``.
+"""
+
+import uuid
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from threads_app.models import Step, Thread
+from threads_app.selectors import default_box_for
+
+THREAD_NAME_MAX = 255
+
+
+class ThreadNotOwned(Exception):
+    """The thread id belongs to another user (or to a deleted thread)."""
+
+
+def ensure_thread(user: AbstractBaseUser, thread_id: uuid.UUID, *, name: str = "") -> tuple[Thread, bool]:
+    """Create the thread on the first interaction, named after the first message.
+
+    Returns ``(thread, created)``. Concurrent callers with the same id get one row: the
+    loser of the insert race reads the winner's row.
+    """
+    existing = Thread.objects.filter(pk=thread_id).first()
+    if existing is None:
+        box = default_box_for(user)
+        try:
+            with transaction.atomic():
+                thread = Thread.objects.create(id=thread_id, owner=user, box=box, name=name[:THREAD_NAME_MAX])
+            return thread, True
+        except IntegrityError:
+            existing = Thread.objects.get(pk=thread_id)
+    if existing.owner_id != user.pk or existing.deleted_at is not None:
+        raise ThreadNotOwned(str(thread_id))
+    return existing, False
+
+
+def upsert_step(thread_id: uuid.UUID, step_id: uuid.UUID, **fields: Any) -> Step:
+    """Write a transcript step; the same id twice updates the row and keeps its ``seq``.
+
+    The thread row is locked while a new ``seq`` is handed out, so concurrent writers of one
+    thread never collide on ``(thread, seq)`` and ids never produce a second row.
+    """
+    if fields.get("created_at") is None:
+        fields["created_at"] = timezone.now()
+    with transaction.atomic():
+        last_seq = (
+            Thread.objects.select_for_update().filter(pk=thread_id).values_list("last_seq", flat=True).get()
+        )
+        step = Step.objects.filter(pk=step_id, thread_id=thread_id).first()
+        if step is not None:
+            fields.pop("created_at", None)
+            for key, value in fields.items():
+                setattr(step, key, value)
+            step.save(update_fields=list(fields))
+            return step
+        seq = last_seq + 1
+        Thread.objects.filter(pk=thread_id).update(last_seq=seq, updated_at=timezone.now())
+        return Step.objects.create(id=step_id, thread_id=thread_id, seq=seq, **fields)
+
+
+def delete_step(thread_id: uuid.UUID, step_id: uuid.UUID) -> None:
+    Step.objects.filter(pk=step_id, thread_id=thread_id).delete()
+
+
+def save_thread_session(
+    thread_id: uuid.UUID,
+    *,
+    metadata: dict[str, Any],
+    chat_profile: str,
+    chat_settings: dict[str, Any],
+) -> None:
+    """Persist a chat's user session into its thread (merged over what is stored)."""
+    with transaction.atomic():
+        thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
+        if thread is None:
+            return
+        thread.metadata = {**thread.metadata, **metadata}
+        thread.chat_profile = chat_profile or ""
+        thread.chat_settings = chat_settings
+        thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
+

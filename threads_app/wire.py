@@ -1,0 +1,96 @@
+"""Thread and step dictionaries in the field names of Chainlit's ThreadDict / StepDict.
+
+Existing Chainlit clients read these shapes, so the keys are camelCase and timestamps are
+ISO-8601 strings ending in ``Z``.
+"""
+
+from datetime import datetime
+from typing import Any
+
+from threads_app.models import Step, Thread
+
+STEP_FIELDS = (
+    "id",
+    "thread_id",
+    "seq",
+    "type",
+    "name",
+    "parent_id",
+    "output",
+    "content",
+    "metadata",
+    "is_error",
+    "created_at",
+    "start",
+    "end",
+)
+
+
+def iso(value: datetime | None) -> str | None:
+    """UTC ISO-8601 with a ``Z`` suffix, the format Chainlit clients parse."""
+    if value is None:
+        return None
+    return value.isoformat().replace("+00:00", "Z")
+
+
+def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
+    """Turn a ``Step.objects.values(*STEP_FIELDS)`` row into a StepDict."""
+    return {
+        "id": str(row["id"]),
+        "threadId": str(row["thread_id"]),
+        "parentId": str(row["parent_id"]) if row["parent_id"] else None,
+        "seq": row["seq"],
+        "type": row["type"],
+        "name": row["name"],
+        "output": row["output"],
+        "content": row["content"],
+        "metadata": row["metadata"],
+        "isError": row["is_error"],
+        "streaming": False,
+        "createdAt": iso(row["created_at"]),
+        "start": iso(row["start"]),
+        "end": iso(row["end"]),
+    }
+
+
+def step_to_dict(step: Step) -> dict[str, Any]:
+    return step_row_to_dict({field: getattr(step, field) for field in STEP_FIELDS})
+
+
+def thread_to_dict(thread: Thread, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A ThreadDict; ``steps`` are StepDicts already in transcript order."""
+    owner = thread.owner
+    return {
+        "id": str(thread.id),
+        "createdAt": iso(thread.created_at),
+        "updatedAt": iso(thread.updated_at),
+        "name": thread.name,
+        "userId": str(owner.pk),
+        "userIdentifier": owner.get_username(),
+        "tags": [thread.chat_profile] if thread.chat_profile else [],
+        "metadata": thread.metadata,
+        "steps": steps if steps is not None else [],
+        "elements": [],
+    }
+
+
+def parse_iso(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def step_fields(step: dict[str, Any]) -> dict[str, Any]:
+    """The ``Step`` model fields of a StepDict (the inverse of ``step_row_to_dict``)."""
+    return {
+        "type": step.get("type") or "undefined",
+        "name": (step.get("name") or "")[:255],
+        "parent_id": step.get("parentId") or None,
+        "output": step.get("output") or "",
+        "content": step.get("content") or [],
+        "metadata": step.get("metadata") or {},
+        "is_error": bool(step.get("isError")),
+        "created_at": parse_iso(step.get("createdAt")),
+        "start": parse_iso(step.get("start")),
+        "end": parse_iso(step.get("end")),
+    }
