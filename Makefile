@@ -1,0 +1,40 @@
+# Tether: `make run` serves the embedded defaults on http://127.0.0.1:8000, `make test` runs
+# the whole suite (against PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set).
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+DEMO_USER ?= demo
+DEMO_PASSWORD ?= demo-password
+
+.PHONY: install run test lint format bench
+
+$(BIN)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
+	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) chatproject.asgi:application
+
+test: install
+	$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: install
+	$(BIN)/python bench/lifecycle.py

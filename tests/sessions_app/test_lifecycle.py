@@ -1,0 +1,241 @@
+"""The connect / resume lifecycle over a real socket (python-socketio client against daphne)."""
+
+import asyncio
+import json
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sessions_app.models import SocketSession
+from tests.support.client import ChatClient, login_cookie
+from threads_app.models import Step, Thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def signed_in(server, user) -> ChatClient:  # type: ignore[no-untyped-def]
+    return ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
+
+
+async def settle(seconds: float = 0.3) -> None:
+    """Give the server's background tasks a moment (used only before asserting absence)."""
+    await asyncio.sleep(seconds)
+
+
+@sync_to_async
+def step_count(**filters) -> int:  # type: ignore[no-untyped-def]
+    return Step.objects.filter(**filters).count()
+
+
+@sync_to_async
+def make_thread_with_history(user, messages: int) -> Thread:  # type: ignore[no-untyped-def]
+    from threads_app.selectors import default_box_for
+    from threads_app.services import upsert_step
+
+    thread = Thread.objects.create(owner=user, box=default_box_for(user), name="old chat", metadata={"color": "blue"})
+    for i in range(messages):
+        kind = "user_message" if i % 2 == 0 else "assistant_message"
+        upsert_step(thread.id, uuid.uuid4(), type=kind, name=kind, output=f"line {i}")
+    return thread
+
+
+async def test_fresh_connect_starts_once_and_reconnects_do_not_restart(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    for _ in range(5):
+        await client.disconnect()
+        await client.start()
+        await client.wait_event("task_end", count=1)
+    await settle()
+    assert len(server.hooks(client.session_id, "on_chat_start")) == 1
+    assert client.texts().count("greeting") == 1
+    await client.disconnect()
+
+
+async def test_resume_runs_once_across_reconnects_and_keeps_user_session(server, make_user):
+    user = make_user()
+    thread = await make_thread_with_history(user, 4)
+    client = await signed_in(server, user)
+    await client.start(thread_id=str(thread.id))
+    await client.wait_text("welcome back")
+    resumed = client.named("resume_thread")
+    assert len(resumed) == 1 and [s["output"] for s in resumed[0]["steps"]] == [f"line {i}" for i in range(4)]
+    assert client.named("first_interaction")[0] == {"interaction": "resume", "thread_id": str(thread.id)}
+
+    await client.send("ctx")
+    await client.wait_for(lambda c: any(t.startswith('{"len"') for t in c.texts()))
+    context_before = json.loads(next(t for t in client.texts() if t.startswith('{"len"')))
+    await client.send("set mood cheerful")
+    await client.wait_text("set mood")
+    # The restored value came from the thread metadata.
+    await client.send("get color")
+    await client.wait_text("color=blue")
+
+    for _ in range(5):
+        await client.disconnect()
+        await client.start(thread_id=str(thread.id))
+        await client.wait_event("task_end", count=1)
+    await client.send("get mood")
+    await client.wait_text("mood=cheerful")
+    client.events.clear()
+    await client.send("ctx")
+    await client.wait_for(lambda c: any(t.startswith('{"len"') for t in c.texts()))
+    context_after = json.loads(next(t for t in client.texts() if t.startswith('{"len"')))
+
+    assert len(server.hooks(client.session_id, "on_chat_resume")) == 1
+    assert len(server.hooks(client.session_id, "on_chat_start")) == 0
+    # Only the messages exchanged since were added; no history line was appended twice.
+    assert context_after["ids"][: context_before["len"]] == context_before["ids"]
+    assert len(set(context_after["ids"])) == len(context_after["ids"])
+    assert context_after["len"] == context_before["len"] + 2 * 4  # (user, reply) for ctx, set, get, get
+    await client.disconnect()
+
+
+async def test_message_sent_in_on_chat_resume_arrives_after_resume_thread(server, make_user):
+    user = make_user()
+    thread = await make_thread_with_history(user, 2)
+    client = await signed_in(server, user)
+    await client.start(thread_id=str(thread.id))
+    await client.wait_text("welcome back")
+    names = [name for name, _ in client.events]
+    assert names.index("resume_thread") < next(
+        i for i, (name, data) in enumerate(client.events) if name == "new_message" and data["output"] == "welcome back"
+    )
+    await client.disconnect()
+
+
+async def test_another_user_cannot_resume_the_thread_or_take_the_session(server, make_user):
+    owner, intruder = make_user(), make_user()
+    thread = await make_thread_with_history(owner, 2)
+    mine = await signed_in(server, owner)
+    await mine.start()
+    await mine.wait_text("greeting")
+
+    theirs = await signed_in(server, intruder)
+    with pytest.raises(Exception, match="One or more namespaces failed"):
+        await theirs.connect(thread_id=str(thread.id))
+    thief = ChatClient(server.url, theirs.cookie, session_id=mine.session_id)
+    with pytest.raises(Exception, match="One or more namespaces failed"):
+        await thief.connect()
+    # The owner's session is untouched.
+    record = await SocketSession.objects.aget(pk=mine.session_id)
+    assert record.user_id == owner.pk and record.socket_channel
+    await mine.disconnect()
+
+
+async def test_refusals_name_the_reason(server, make_user):
+    anonymous = ChatClient(server.url)
+    anonymous.sio = anonymous._new_client()
+    errors: list = []
+    anonymous.sio.on("connect_error", lambda data: errors.append(data))
+    with pytest.raises(Exception):
+        await anonymous.sio.connect(
+            server.url, auth={"sessionId": str(uuid.uuid4())}, transports=["websocket"], socketio_path="/ws/socket.io"
+        )
+    assert errors and errors[0]["message"] == "authentication failed"
+
+    client = await signed_in(server, make_user())
+    client.session_id = "not-a-uuid"
+    client.sio = client._new_client()
+    client.sio.on("connect_error", lambda data: errors.append(data))
+    with pytest.raises(Exception):
+        await client.sio.connect(
+            server.url,
+            headers={"Cookie": client.cookie},
+            auth={"sessionId": "not-a-uuid"},
+            transports=["websocket"],
+            socketio_path="/ws/socket.io",
+        )
+    assert errors[-1]["message"] == "sessionId must be a UUID"
+
+
+async def test_same_message_id_twice_is_one_step(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    message_id = str(uuid.uuid4())
+    first = await client.send("hello", message_id)
+    second = await client.send("hello", message_id)
+    assert first == second
+    await client.wait_for(lambda c: c.texts().count("echo: hello") == 2)
+    assert await step_count(pk=message_id) == 1
+    thread = await Thread.objects.aget(pk=first["threadId"])
+    assert thread.name == "hello"
+    await client.disconnect()
+
+
+async def test_greeting_is_written_to_the_thread_on_first_interaction(server, make_user):
+    user = make_user()
+    client = await signed_in(server, user)
+    await client.start()
+    await client.wait_text("greeting")
+    await settle()
+    assert not await Thread.objects.filter(owner=user).aexists()
+    answer = await client.send("first words")
+    await client.wait_text("echo: first words")
+    outputs = [
+        s.output async for s in Step.objects.filter(thread_id=answer["threadId"]).order_by("seq")
+    ]
+    assert outputs == ["greeting", "first words", "echo: first words"]
+    await client.disconnect()
+
+
+async def test_stop_cancels_the_running_message(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    await client.send("sleep 30")
+    await client.wait_event("task_start", count=2)  # greeting's turn, then this one
+    client.events.clear()
+    await client.emit("stop")
+    await client.wait_text("Task manually stopped.")
+    await client.wait_event("task_end")
+    await settle(0.5)
+    assert client.texts().count("Task manually stopped.") == 1
+    assert "slept" not in client.texts()
+    assert len(client.named("task_end")) == 1
+    assert len(server.hooks(client.session_id, "on_stop")) == 1
+    # The session still answers.
+    await client.send("after stop")
+    await client.wait_text("echo: after stop")
+    await client.disconnect()
+
+
+async def test_on_chat_end_runs_on_clear_only_once_and_not_on_drops(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    await client.disconnect()
+    await client.start()
+    await client.wait_event("task_end")
+    await settle()
+    assert server.hooks(client.session_id, "on_chat_end") == []
+    await client.emit("clear_session")
+    await client.emit("clear_session")
+    await client.wait_for(lambda c: bool(server.hooks(c.session_id, "on_chat_end")))
+    await settle()
+    assert len(server.hooks(client.session_id, "on_chat_end")) == 1
+    assert not await SocketSession.objects.filter(pk=client.session_id).aexists()
+    await client.disconnect()
+
+
+async def test_session_expires_after_timeout_and_ends_once(server_factory, make_user):
+    server = server_factory.start(SESSION_TIMEOUT="1")
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    await client.disconnect()
+    for _ in range(50):
+        if server.hooks(client.session_id, "on_chat_end"):
+            break
+        await asyncio.sleep(0.1)
+    await settle(1.5)
+    assert len(server.hooks(client.session_id, "on_chat_end")) == 1
+    assert not await SocketSession.objects.filter(pk=client.session_id).aexists()
+    # A reconnect after expiry is a fresh session: it starts again.
+    client.events.clear()
+    await client.start()
+    await client.wait_text("greeting")
+    assert len(server.hooks(client.session_id, "on_chat_start")) == 2
+    await client.disconnect()

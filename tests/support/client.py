@@ -1,0 +1,108 @@
+"""A python-socketio AsyncClient that records every event, logged in through the real page."""
+
+import asyncio
+import re
+import uuid
+from typing import Any
+
+import aiohttp
+import socketio
+
+
+async def login_cookie(base_url: str, username: str, password: str) -> str:
+    """Sign in through ``/accounts/login/`` and return the Cookie header the browser would send."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.get(f"{base_url}/accounts/login/") as response:
+            page = await response.text()
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+        assert csrf, "login page has no CSRF token"
+        async with http.post(
+            f"{base_url}/accounts/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": csrf.group(1)},
+            allow_redirects=False,
+        ) as response:
+            assert response.status == 302, f"login failed with {response.status}"
+        return "; ".join(f"{c.key}={c.value}" for c in http.cookie_jar)
+
+
+class ChatClient:
+    """One browser tab's worth of socket: a sessionId, the cookie, and the events received."""
+
+    def __init__(self, base_url: str, cookie: str | None = None, *, session_id: str | None = None) -> None:
+        self.base_url = base_url
+        self.cookie = cookie
+        self.session_id = session_id or str(uuid.uuid4())
+        self.events: list[tuple[str, Any]] = []
+        self._changed = asyncio.Condition()
+        self.sio: socketio.AsyncClient | None = None
+
+    def _new_client(self) -> socketio.AsyncClient:
+        sio = socketio.AsyncClient(reconnection=False)
+
+        @sio.on("*")
+        async def record(event: str, *args: Any) -> None:
+            self.events.append((event, args[0] if len(args) == 1 else list(args)))
+            async with self._changed:
+                self._changed.notify_all()
+
+        return sio
+
+    async def connect(self, *, thread_id: str | None = None, headers: dict[str, str] | None = None, **auth: Any) -> None:
+        self.sio = self._new_client()
+        all_headers = dict(headers or {})
+        if self.cookie:
+            all_headers["Cookie"] = self.cookie
+        payload = {"sessionId": self.session_id, "clientType": "webapp", "userEnv": "{}", **auth}
+        if thread_id:
+            payload["threadId"] = thread_id
+        await self.sio.connect(
+            self.base_url,
+            headers=all_headers,
+            auth=payload,
+            transports=["websocket"],
+            socketio_path="/ws/socket.io",
+            wait_timeout=10,
+        )
+
+    async def start(self, **kwargs: Any) -> None:
+        """Connect and send ``connection_successful``, as the web client does on every connect."""
+        await self.connect(**kwargs)
+        await self.emit("connection_successful")
+
+    async def emit(self, event: str, data: Any = None) -> None:
+        assert self.sio is not None
+        await self.sio.emit(event, data)
+
+    async def call(self, event: str, data: Any = None, timeout: float = 10) -> Any:
+        assert self.sio is not None
+        return await self.sio.call(event, data, timeout=timeout)
+
+    async def send(self, text: str, message_id: str | None = None) -> dict[str, Any]:
+        return await self.call("client_message", {"message": {"id": message_id or str(uuid.uuid4()), "output": text}})
+
+    async def disconnect(self) -> None:
+        if self.sio is not None and self.sio.connected:
+            await self.sio.disconnect()
+        self.sio = None
+
+    def named(self, event: str) -> list[Any]:
+        return [data for name, data in self.events if name == event]
+
+    def texts(self) -> list[str]:
+        return [m["output"] for m in self.named("new_message") + self.named("update_message")]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10) -> None:
+        """Wait until ``predicate(self)`` is true."""
+
+        async def check() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: predicate(self))
+
+        await asyncio.wait_for(check(), timeout)
+
+    async def wait_event(self, event: str, count: int = 1, timeout: float = 10) -> list[Any]:
+        await self.wait_for(lambda c: len(c.named(event)) >= count, timeout)
+        return self.named(event)
+
+    async def wait_text(self, text: str, timeout: float = 10) -> None:
+        await self.wait_for(lambda c: text in c.texts(), timeout)

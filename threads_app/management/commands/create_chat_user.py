@@ -1,0 +1,34 @@
+"""``manage.py create_chat_user NAME``: a user with an API token, for integrators and demos."""
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from rest_framework.authtoken.models import Token
+
+from threads_app.selectors import default_box_for
+
+
+class Command(BaseCommand):
+    help = "Create a chat user (with their box and an API token) and print the token."
+
+    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+        parser.add_argument("username")
+        parser.add_argument("--password", help="Set this password (default: unusable; token only).")
+        parser.add_argument(
+            "--if-missing", action="store_true", help="Do nothing (but print the token) if the user exists."
+        )
+
+    def handle(self, *args: Any, username: str, password: str | None, if_missing: bool, **options: Any) -> None:
+        User = get_user_model()
+        user = User.objects.filter(username=username).first()
+        if user is not None and not if_missing:
+            raise CommandError(f"user {username!r} already exists")
+        if user is None:
+            user = User.objects.create_user(username=username, password=password)
+            if password is None:
+                user.set_unusable_password()
+                user.save(update_fields=["password"])
+        default_box_for(user)
+        token, _ = Token.objects.get_or_create(user=user)
+        self.stdout.write(f"user: {username}\ntoken: {token.key}\n")
