@@ -20,6 +20,8 @@ http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else
 application = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": BrowserOriginValidator(AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))),
+        "websocket": BrowserOriginValidator(
+            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+        ),
     }
 )

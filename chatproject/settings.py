@@ -24,9 +24,7 @@ def _env_bool(name: str, default: bool) -> bool:
 SECRET_KEY = os.environ.get("SECRET_KEY", "tether-dev-secret-key-change-me-in-production")
 DEBUG = _env_bool("DEBUG", False)
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
-CSRF_TRUSTED_ORIGINS = [
-    origin for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin
-]
+CSRF_TRUSTED_ORIGINS = [origin for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin]
 
 INSTALLED_APPS = [
     "daphne",

@@ -49,7 +49,9 @@ class ChatConsumer(SocketIOConsumer):
             await super().socketio_event(event, args, ack_id)
             return
         if self.live is None or self.live.cleared:
-            await self.emit_error("the session was cleared; reconnect with a new sessionId", event=event, ack_id=ack_id)
+            await self.emit_error(
+                "the session was cleared; reconnect with a new sessionId", event=event, ack_id=ack_id
+            )
             return
         try:
             answer = await handler(self.live, args[0] if args else None)

@@ -139,7 +139,9 @@ async def connection_successful(live: LiveSession) -> None:
         await live.emit("resume_thread_error", THREAD_NOT_FOUND)
         live.thread_id = uuid.uuid4()
         live.thread_id_to_resume = None
-        await database_sync_to_async(store.set_fields)(live.id, thread_id=live.thread_id, thread_id_to_resume=None)
+        await database_sync_to_async(store.set_fields)(
+            live.id, thread_id=live.thread_id, thread_id_to_resume=None
+        )
 
     await _start(live)
 
@@ -230,7 +232,9 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         raise BadRequest("no user message with this id in the session")
     token = live.activate()
     try:
-        for later in [m for m in history if target.seq is not None and m.seq is not None and m.seq > target.seq]:
+        for later in [
+            m for m in history if target.seq is not None and m.seq is not None and m.seq > target.seq
+        ]:
             await later.remove()
         target.content = text
         await target.update()
@@ -347,7 +351,9 @@ class ExpirySweeper:
         while True:
             await asyncio.sleep(period)
             try:
-                for session_id in await database_sync_to_async(store.expired_session_ids)(settings.SESSION_TIMEOUT):
+                for session_id in await database_sync_to_async(store.expired_session_ids)(
+                    settings.SESSION_TIMEOUT
+                ):
                     await expire(session_id)
             except Exception:
                 logger.exception("expiry sweep failed")

@@ -81,7 +81,9 @@ class LiveSession:
             try:
                 json.dumps(value)
             except (TypeError, ValueError):
-                logger.warning("user_session[%r] of session %s is not JSON; it is not persisted", key, self.id)
+                logger.warning(
+                    "user_session[%r] of session %s is not JSON; it is not persisted", key, self.id
+                )
                 continue
             data[key] = value
         data["chat_settings"] = self.chat_settings
@@ -145,7 +147,9 @@ class LiveSession:
 
     # --- running hooks --------------------------------------------------------------------
 
-    def run_hook(self, hook: Callable[..., Awaitable[Any]], *args: Any, with_task: bool = True) -> asyncio.Task:
+    def run_hook(
+        self, hook: Callable[..., Awaitable[Any]], *args: Any, with_task: bool = True
+    ) -> asyncio.Task:
         """Run a hook as a task of this session; hooks of one session never overlap."""
         task = asyncio.create_task(self._run(hook, args, with_task))
         self._tasks.add(task)

@@ -12,7 +12,9 @@ from django.db import models
 class SocketSession(models.Model):
     id = models.UUIDField(primary_key=True, editable=False, help_text="The client's sessionId.")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
-    thread_id = models.UUIDField(help_text="The thread this session writes to (created on first interaction).")
+    thread_id = models.UUIDField(
+        help_text="The thread this session writes to (created on first interaction)."
+    )
     thread_id_to_resume = models.UUIDField(null=True, blank=True)
     client_type = models.CharField(max_length=32, default="webapp")
     chat_profile = models.CharField(max_length=255, blank=True, default="")

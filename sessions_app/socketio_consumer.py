@@ -130,7 +130,9 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
 
     async def _namespace_connect(self, namespace: str, auth: Any) -> None:
         if namespace != self.namespace:
-            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "Invalid namespace"}, namespace=namespace))
+            await self._send_packet(
+                sio.Packet(sio.CONNECT_ERROR, {"message": "Invalid namespace"}, namespace=namespace)
+            )
             return
         if self.sio_sid is not None:
             return

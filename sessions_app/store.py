@@ -64,7 +64,9 @@ def open_session(
                 return OpenedSession(record, restored=True, previous_channel=previous)
         try:
             with transaction.atomic():
-                record = SocketSession.objects.create(id=session_id, user=user, socket_channel=channel, **new_fields)
+                record = SocketSession.objects.create(
+                    id=session_id, user=user, socket_channel=channel, **new_fields
+                )
             return OpenedSession(record, restored=False, previous_channel="")
         except IntegrityError:
             continue  # another connect created it first: restore that one
@@ -79,7 +81,9 @@ def claim_flag(session_id: uuid.UUID, flag: str) -> bool:
     """Set ``flag`` if it is still false; True only for the one caller that set it."""
     if flag not in CLAIMABLE_FLAGS:
         raise ValueError(flag)
-    return SocketSession.objects.filter(pk=session_id, ended=False, **{flag: False}).update(**{flag: True}) == 1
+    return (
+        SocketSession.objects.filter(pk=session_id, ended=False, **{flag: False}).update(**{flag: True}) == 1
+    )
 
 
 def set_fields(session_id: uuid.UUID, **fields: Any) -> None:

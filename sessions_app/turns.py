@@ -64,7 +64,9 @@ def turn_running(session_id: uuid.UUID) -> bool:
 @database_sync_to_async
 def _turn_owner(session_id: uuid.UUID) -> str:
     return (
-        SocketSession.objects.filter(_fresh_claim(), pk=session_id).values_list("turn_owner", flat=True).first()
+        SocketSession.objects.filter(_fresh_claim(), pk=session_id)
+        .values_list("turn_owner", flat=True)
+        .first()
         or ""
     )
 

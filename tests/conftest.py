@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.support.server import ServerFactory
+from tests.support.server import ServerFactory, drop_stray_connections
 
 pytest_plugins: list[str] = []
 
@@ -18,6 +18,8 @@ def server_factory(django_db_setup, django_db_blocker, tmp_path_factory):  # typ
     factory = ServerFactory(tmp_path_factory.mktemp("servers"))
     yield factory
     factory.stop_all()
+    with django_db_blocker.unblock():
+        drop_stray_connections()
 
 
 @pytest.fixture(scope="session")

@@ -85,4 +85,3 @@ def save_thread_session(
         thread.chat_profile = chat_profile or ""
         thread.chat_settings = chat_settings
         thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
-

@@ -1,8 +1,8 @@
 """The hooks API apps are written against: ``from sessions_app import chat``.
 
-    @chat.on_message
-    async def reply(message: chat.Message) -> None:
-        await chat.Message(content=f"You said {message.content}").send()
+@chat.on_message
+async def reply(message: chat.Message) -> None:
+    await chat.Message(content=f"You said {message.content}").send()
 """
 
 from sessions_app.chat.context import chat_context, current_session, user_session

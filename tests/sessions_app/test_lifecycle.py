@@ -33,7 +33,9 @@ def make_thread_with_history(user, messages: int) -> Thread:  # type: ignore[no-
     from threads_app.selectors import default_box_for
     from threads_app.services import upsert_step
 
-    thread = Thread.objects.create(owner=user, box=default_box_for(user), name="old chat", metadata={"color": "blue"})
+    thread = Thread.objects.create(
+        owner=user, box=default_box_for(user), name="old chat", metadata={"color": "blue"}
+    )
     for i in range(messages):
         kind = "user_message" if i % 2 == 0 else "assistant_message"
         upsert_step(thread.id, uuid.uuid4(), type=kind, name=kind, output=f"line {i}")
@@ -101,7 +103,9 @@ async def test_message_sent_in_on_chat_resume_arrives_after_resume_thread(server
     await client.wait_text("welcome back")
     names = [name for name, _ in client.events]
     assert names.index("resume_thread") < next(
-        i for i, (name, data) in enumerate(client.events) if name == "new_message" and data["output"] == "welcome back"
+        i
+        for i, (name, data) in enumerate(client.events)
+        if name == "new_message" and data["output"] == "welcome back"
     )
     await client.disconnect()
 
@@ -132,7 +136,10 @@ async def test_refusals_name_the_reason(server, make_user):
     anonymous.sio.on("connect_error", lambda data: errors.append(data))
     with pytest.raises(Exception):
         await anonymous.sio.connect(
-            server.url, auth={"sessionId": str(uuid.uuid4())}, transports=["websocket"], socketio_path="/ws/socket.io"
+            server.url,
+            auth={"sessionId": str(uuid.uuid4())},
+            transports=["websocket"],
+            socketio_path="/ws/socket.io",
         )
     assert errors and errors[0]["message"] == "authentication failed"
 
@@ -174,9 +181,7 @@ async def test_greeting_is_written_to_the_thread_on_first_interaction(server, ma
     assert not await Thread.objects.filter(owner=user).aexists()
     answer = await client.send("first words")
     await client.wait_text("echo: first words")
-    outputs = [
-        s.output async for s in Step.objects.filter(thread_id=answer["threadId"]).order_by("seq")
-    ]
+    outputs = [s.output async for s in Step.objects.filter(thread_id=answer["threadId"]).order_by("seq")]
     assert outputs == ["greeting", "first words", "echo: first words"]
     await client.disconnect()
 

@@ -47,7 +47,9 @@ class ChatClient:
 
         return sio
 
-    async def connect(self, *, thread_id: str | None = None, headers: dict[str, str] | None = None, **auth: Any) -> None:
+    async def connect(
+        self, *, thread_id: str | None = None, headers: dict[str, str] | None = None, **auth: Any
+    ) -> None:
         self.sio = self._new_client()
         all_headers = dict(headers or {})
         if self.cookie:
@@ -78,7 +80,9 @@ class ChatClient:
         return await self.sio.call(event, data, timeout=timeout)
 
     async def send(self, text: str, message_id: str | None = None) -> dict[str, Any]:
-        return await self.call("client_message", {"message": {"id": message_id or str(uuid.uuid4()), "output": text}})
+        return await self.call(
+            "client_message", {"message": {"id": message_id or str(uuid.uuid4()), "output": text}}
+        )
 
     async def disconnect(self) -> None:
         if self.sio is not None and self.sio.connected:

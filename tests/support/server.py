@@ -52,7 +52,9 @@ class LiveServer:
             return []
         calls = [json.loads(line) for line in self.hook_log.read_text().splitlines() if line.strip()]
         return [
-            c for c in calls if (session is None or c["session"] == session) and (hook is None or c["hook"] == hook)
+            c
+            for c in calls
+            if (session is None or c["session"] == session) and (hook is None or c["hook"] == hook)
         ]
 
     def alive(self) -> bool:
@@ -93,7 +95,16 @@ class ServerFactory:
             **env,
         }
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "chatproject.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "chatproject.asgi:application",
+            ],
             cwd=ROOT,
             env=full_env,
             stdout=open(log_path, "wb"),  # noqa: SIM115 - the process owns it
@@ -120,3 +131,16 @@ class ServerFactory:
     def stop_all(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+def drop_stray_connections() -> None:
+    """End connections to the test database that worker threads left open, so that the
+    database can be dropped at the end of the run (PostgreSQL refuses while any remain)."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+    connection.close()

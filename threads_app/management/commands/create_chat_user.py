@@ -19,7 +19,9 @@ class Command(BaseCommand):
             "--if-missing", action="store_true", help="Do nothing (but print the token) if the user exists."
         )
 
-    def handle(self, *args: Any, username: str, password: str | None, if_missing: bool, **options: Any) -> None:
+    def handle(
+        self, *args: Any, username: str, password: str | None, if_missing: bool, **options: Any
+    ) -> None:
         User = get_user_model()
         user = User.objects.filter(username=username).first()
         if user is not None and not if_missing:
