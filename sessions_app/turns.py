@@ -134,7 +134,7 @@ class TurnClaim:
 
     async def __aenter__(self) -> "TurnClaim":
         self._owner = await mailbox.channel()
-        while not await _try_claim(self.session_id, self._owner):
+        while not await _try_claim(self.session_id, self._owner):  # noqa: ASYNC110 - the claim lives in the database
             await asyncio.sleep(CLAIM_POLL)
         self._beating = asyncio.create_task(self._heartbeat())
         return self

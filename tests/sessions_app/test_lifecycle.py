@@ -5,6 +5,7 @@ import json
 import uuid
 
 import pytest
+import socketio
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
@@ -118,10 +119,10 @@ async def test_another_user_cannot_resume_the_thread_or_take_the_session(server,
     await mine.wait_text("greeting")
 
     theirs = await signed_in(server, intruder)
-    with pytest.raises(Exception, match="One or more namespaces failed"):
+    with pytest.raises(socketio.exceptions.ConnectionError, match="One or more namespaces failed"):
         await theirs.connect(thread_id=str(thread.id))
     thief = ChatClient(server.url, theirs.cookie, session_id=mine.session_id)
-    with pytest.raises(Exception, match="One or more namespaces failed"):
+    with pytest.raises(socketio.exceptions.ConnectionError, match="One or more namespaces failed"):
         await thief.connect()
     # The owner's session is untouched.
     record = await SocketSession.objects.aget(pk=mine.session_id)
@@ -134,7 +135,7 @@ async def test_refusals_name_the_reason(server, make_user):
     anonymous.sio = anonymous._new_client()
     errors: list = []
     anonymous.sio.on("connect_error", lambda data: errors.append(data))
-    with pytest.raises(Exception):
+    with pytest.raises(socketio.exceptions.ConnectionError):
         await anonymous.sio.connect(
             server.url,
             auth={"sessionId": str(uuid.uuid4())},
@@ -147,7 +148,7 @@ async def test_refusals_name_the_reason(server, make_user):
     client.session_id = "not-a-uuid"
     client.sio = client._new_client()
     client.sio.on("connect_error", lambda data: errors.append(data))
-    with pytest.raises(Exception):
+    with pytest.raises(socketio.exceptions.ConnectionError):
         await client.sio.connect(
             server.url,
             headers={"Cookie": client.cookie},
