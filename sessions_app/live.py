@@ -79,7 +79,7 @@ class LiveSession:
         data: dict[str, Any] = {}
         for key, value in self.user_session.items():
             try:
-                json.dumps(value)
+                json.dumps(value, allow_nan=False)
             except (TypeError, ValueError):
                 logger.warning(
                     "user_session[%r] of session %s is not JSON; it is not persisted", key, self.id

@@ -1,0 +1,262 @@
+"""Thread creation and transcript writes: idempotent step ids, per-thread seqs, row locking."""
+
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from threads_app.models import Box, Step, Thread
+from threads_app.selectors import default_box_for
+from threads_app.services import (
+    THREAD_NAME_MAX,
+    ThreadNotOwned,
+    delete_step,
+    ensure_thread,
+    save_thread_session,
+    upsert_step,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def user(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
+
+
+@pytest.fixture
+def other_user(django_user_model):  # type: ignore[no-untyped-def]
+    return django_user_model.objects.create_user(username="intruder", password="pw-for-tests-1")
+
+
+@pytest.fixture
+def thread(user) -> Thread:  # type: ignore[no-untyped-def]
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="chat")
+    return thread
+
+
+def run_in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(i)`` in ``count`` OS threads started together; re-raise the first failure.
+
+    Each thread closes its own database connection when it is done, so the test database
+    can be flushed and dropped afterwards.
+    """
+    barrier = threading.Barrier(count)
+    results: list[Any] = [None] * count
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[i] = work(i)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert not any(worker.is_alive() for worker in workers), "a writer thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+# --- upsert_step ----------------------------------------------------------------------------
+
+
+def test_same_step_id_twice_is_one_row_keeping_its_seq_and_taking_the_new_output(thread):
+    first = uuid.uuid4()
+    upsert_step(thread.id, first, type="assistant_message", name="bot", output="draft")
+    upsert_step(thread.id, uuid.uuid4(), type="user_message", name="me", output="hello")
+
+    again = upsert_step(thread.id, first, type="assistant_message", name="bot", output="final")
+
+    assert Step.objects.filter(pk=first).count() == 1
+    assert Step.objects.filter(thread=thread).count() == 2
+    row = Step.objects.get(pk=first)
+    assert row.seq == 1
+    assert again.seq == 1
+    assert row.output == "final"
+    # The rewrite handed out no seq: the next new step follows directly.
+    assert upsert_step(thread.id, uuid.uuid4(), type="user_message", output="next").seq == 3
+    thread.refresh_from_db()
+    assert thread.last_seq == 3
+
+
+def test_rewrite_keeps_the_original_created_at(thread):
+    step_id = uuid.uuid4()
+    created = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+    upsert_step(thread.id, step_id, type="assistant_message", output="a", created_at=created)
+    upsert_step(thread.id, step_id, type="assistant_message", output="b", created_at=created + timedelta(1))
+    assert Step.objects.get(pk=step_id).created_at == created
+
+
+def test_seqs_increase_per_thread_independently(user):
+    one, _ = ensure_thread(user, uuid.uuid4())
+    two, _ = ensure_thread(user, uuid.uuid4())
+    for i in range(4):
+        upsert_step(one.id, uuid.uuid4(), type="user_message", output=f"one {i}")
+        upsert_step(two.id, uuid.uuid4(), type="user_message", output=f"two {i}")
+    upsert_step(one.id, uuid.uuid4(), type="assistant_message", output="one 4")
+
+    assert list(Step.objects.filter(thread=one).order_by("seq").values_list("seq", "output")) == [
+        (1, "one 0"),
+        (2, "one 1"),
+        (3, "one 2"),
+        (4, "one 3"),
+        (5, "one 4"),
+    ]
+    assert list(Step.objects.filter(thread=two).order_by("seq").values_list("seq", flat=True)) == [1, 2, 3, 4]
+
+
+def test_upsert_sets_a_creation_time_when_none_is_given(thread):
+    before = datetime.now(UTC)
+    step = upsert_step(thread.id, uuid.uuid4(), type="user_message", output="hi", created_at=None)
+    assert Step.objects.get(pk=step.pk).created_at >= before - timedelta(seconds=1)
+
+
+def test_delete_step_removes_only_that_threads_row(user, thread):
+    other, _ = ensure_thread(user, uuid.uuid4())
+    keep = upsert_step(thread.id, uuid.uuid4(), type="user_message", output="keep")
+    gone = upsert_step(thread.id, uuid.uuid4(), type="user_message", output="gone")
+
+    delete_step(other.id, gone.id)  # wrong thread: nothing happens
+    assert Step.objects.filter(pk=gone.id).exists()
+
+    delete_step(thread.id, gone.id)
+    assert list(Step.objects.filter(thread=thread).values_list("id", flat=True)) == [keep.id]
+
+
+# --- ensure_thread --------------------------------------------------------------------------
+
+
+def test_ensure_thread_creates_once(user):
+    thread_id = uuid.uuid4()
+    thread, created = ensure_thread(user, thread_id, name="first message")
+    again, created_again = ensure_thread(user, thread_id, name="second message")
+
+    assert created is True
+    assert created_again is False
+    assert again.pk == thread.pk == thread_id
+    assert Thread.objects.filter(pk=thread_id).count() == 1
+    assert Thread.objects.get(pk=thread_id).name == "first message"
+    assert thread.owner_id == user.pk
+    assert thread.box_id == default_box_for(user).pk
+    assert Box.objects.filter(owner=user).count() == 1
+
+
+def test_ensure_thread_refuses_another_users_id(user, other_user):
+    thread_id = uuid.uuid4()
+    ensure_thread(user, thread_id, name="mine")
+
+    with pytest.raises(ThreadNotOwned):
+        ensure_thread(other_user, thread_id, name="theirs")
+
+    thread = Thread.objects.get(pk=thread_id)
+    assert thread.owner_id == user.pk
+    assert thread.name == "mine"
+    assert not Box.objects.filter(owner=other_user).exists()
+
+
+def test_ensure_thread_refuses_a_deleted_thread(user):
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="old")
+    Thread.objects.filter(pk=thread.pk).update(deleted_at=datetime.now(UTC))
+    with pytest.raises(ThreadNotOwned):
+        ensure_thread(user, thread.pk)
+
+
+def test_ensure_thread_names_the_thread_after_the_first_message_truncated(user):
+    text = "x" * 200 + "y" * 100
+    thread, _ = ensure_thread(user, uuid.uuid4(), name=text)
+    stored = Thread.objects.get(pk=thread.pk).name
+    assert len(stored) == THREAD_NAME_MAX == 255
+    assert stored == text[:255]
+
+    short, _ = ensure_thread(user, uuid.uuid4(), name="what's the weather?")
+    assert Thread.objects.get(pk=short.pk).name == "what's the weather?"
+
+
+# --- save_thread_session --------------------------------------------------------------------
+
+
+def test_save_thread_session_merges_metadata_and_sets_profile_and_settings(thread):
+    Thread.objects.filter(pk=thread.pk).update(metadata={"kept": 1, "color": "red"})
+    save_thread_session(
+        thread.id, metadata={"color": "blue", "n": 2}, chat_profile="gpt", chat_settings={"t": 0.5}
+    )
+    thread.refresh_from_db()
+    assert thread.metadata == {"kept": 1, "color": "blue", "n": 2}
+    assert thread.chat_profile == "gpt"
+    assert thread.chat_settings == {"t": 0.5}
+
+    save_thread_session(
+        uuid.uuid4(), metadata={"x": 1}, chat_profile="", chat_settings={}
+    )  # no thread: no-op
+
+
+# --- concurrency (real OS threads; meaningful on PostgreSQL, also runs on SQLite) -----------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_of_one_thread_get_seqs_exactly_1_to_200(user):
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="busy")
+
+    def write(worker: int) -> None:
+        for i in range(25):
+            upsert_step(thread.id, uuid.uuid4(), type="assistant_message", output=f"w{worker} #{i}")
+
+    run_in_threads(8, write)
+
+    seqs = sorted(Step.objects.filter(thread=thread).values_list("seq", flat=True))
+    assert len(seqs) == 200
+    assert seqs == list(range(1, 201))
+    thread.refresh_from_db()
+    assert thread.last_seq == 200
+    # Each writer's own steps came out in the order it wrote them.
+    for worker in range(8):
+        outputs = list(
+            Step.objects.filter(thread=thread, output__startswith=f"w{worker} #")
+            .order_by("seq")
+            .values_list("output", flat=True)
+        )
+        assert outputs == [f"w{worker} #{i}" for i in range(25)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_upserts_of_the_same_id_give_one_row(user):
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="race")
+    step_id = uuid.uuid4()
+
+    def write(worker: int) -> int:
+        return upsert_step(thread.id, step_id, type="assistant_message", output=f"from {worker}").seq
+
+    seqs = run_in_threads(8, write)
+
+    assert seqs == [1] * 8
+    rows = list(Step.objects.filter(pk=step_id).values_list("thread_id", "seq", "output"))
+    assert len(rows) == 1
+    assert rows[0][:2] == (thread.id, 1)
+    assert rows[0][2] in {f"from {i}" for i in range(8)}
+    assert Step.objects.filter(thread=thread).count() == 1
+    thread.refresh_from_db()
+    assert thread.last_seq == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_ensure_thread_of_the_same_id_creates_one_thread(user):
+    thread_id = uuid.uuid4()
+
+    results = run_in_threads(8, lambda i: ensure_thread(user, thread_id, name=f"name {i}"))
+
+    assert sum(1 for _thread, created in results if created) == 1
+    assert {thread.pk for thread, _created in results} == {thread_id}
+    assert Thread.objects.filter(pk=thread_id).count() == 1
+    assert Box.objects.filter(owner=user).count() == 1
