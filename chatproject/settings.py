@@ -101,6 +101,11 @@ if REDIS_URL:
                     {
                         "address": REDIS_URL,
                         "max_connections": int(os.environ.get("REDIS_MAX_CONNECTIONS", "2000")),
+                        # redis-py 8 defaults socket_timeout to 5 s, the same as the 5 s
+                        # BZPOPMIN that channels-redis blocks on in receive(): the read
+                        # times out first and kills the consumer holding the receive lock
+                        # (idle sockets dropped every ~5 s). Keep it above that block.
+                        "socket_timeout": float(os.environ.get("REDIS_SOCKET_TIMEOUT", "15")),
                     }
                 ],
                 "capacity": 1000,
@@ -156,3 +161,5 @@ LOGGING = {
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)
+# Where the echo engine keeps its conversations (turn counts by engine session id).
+ECHO_STATE_DIR = Path(os.environ.get("ECHO_STATE_DIR", VAR_DIR / "echo"))

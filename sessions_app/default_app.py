@@ -1,27 +1,16 @@
-"""The default chat app: echoes each message back, streamed token by token.
+"""The default chat app: every message goes to the box's engine (the echo engine unless the
+box names another), queued while a turn streams and answered in order.
 
-It stands in until the engine runtime answers through the box's engine.
+The engine runtime (``sessions_app.runtime``) writes the transcript, streams the reply and
+resumes the engine's own conversation when an old thread is reopened, so this app has
+nothing else to do.
 """
-
-import asyncio
 
 from sessions_app import chat
 
-
-@chat.on_message
-async def echo(message: chat.Message) -> None:
-    reply = chat.Message()
-    for token in _tokens(f"Echo: {message.content}"):
-        await reply.stream_token(token)
-        await asyncio.sleep(0)
-    await reply.send()
+chat.use_engine_runtime()
 
 
 @chat.on_chat_resume
 async def resume(thread: dict) -> None:
-    """Nothing to rebuild: the history is restored by Tether itself."""
-
-
-def _tokens(text: str) -> list[str]:
-    words = text.split(" ")
-    return [word if i == 0 else " " + word for i, word in enumerate(words)]
+    """The history is restored by Tether; the engine resumes on the next message."""

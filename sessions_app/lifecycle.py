@@ -29,6 +29,7 @@ from sessions_app import store
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession, live_sessions
+from sessions_app.runtime import bridge
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
 from threads_app.selectors import owned_thread_dict, thread_owner_id
@@ -121,7 +122,11 @@ def _parse_user_env(raw: Any) -> dict[str, Any]:
 
 async def connection_successful(live: LiveSession) -> None:
     hooks = load_app()
-    running = live.current_task is not None or await turn_running(live.id)
+    running = (
+        live.current_task is not None or bridge.thread_busy(live.thread_id) or await turn_running(live.id)
+    )
+    if live.has_first_interaction:
+        bridge.watch(live.id, live.thread_id)
     await live.emit("task_start" if running else "task_end", None)
     await live.emit("clear_ask", None)
     await live.emit("clear_call_fn", None)
@@ -165,6 +170,7 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
     await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
     live.restore_from_metadata(thread.get("metadata") or {})
     live.load_context(thread["steps"])
+    bridge.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
     await live.emit("resume_thread", thread)
     live.run_hook(load_app().on_chat_resume, thread)
@@ -215,8 +221,15 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
 
 async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
-    message = await accept_user_message(live, message_id, text)
     hooks = load_app()
+    if hooks.engine_runtime:
+        if not live.has_first_interaction:
+            await _first_interaction(live, text)
+        try:
+            return await bridge.submit(live.id, live.user, live.thread_id, message_id, text)
+        except thread_services.MessageConflict:
+            raise BadRequest("this message id was already used for a different message") from None
+    message = await accept_user_message(live, message_id, text)
     if hooks.on_message is not None:
         live.run_hook(hooks.on_message, message)
     return {"threadId": str(live.thread_id), "messageId": str(message_id)}
@@ -262,7 +275,9 @@ async def chat_settings_change(live: LiveSession, payload: Any) -> None:
 
 async def stop(live: LiveSession) -> None:
     """Cancel the running turn (here or in another process), say so once, run on_stop."""
-    if live.cancel_current():
+    if load_app().engine_runtime:
+        await bridge.stop(live.thread_id)
+    elif live.cancel_current():
         await live.wait_current()
     else:
         await request_remote_stop(live.id)
@@ -332,6 +347,7 @@ async def _end(live: LiveSession) -> None:
             live.deactivate(token)
     await live.persist()
     live.chat_context.clear()
+    bridge.forget(live.id)
     live_sessions.remove(live)
     await database_sync_to_async(store.delete_session)(live.id)
 

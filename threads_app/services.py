@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from threads_app.models import Step, Thread
+from threads_app.models import AcceptedMessage, Step, Thread
 from threads_app.selectors import default_box_for
 
 THREAD_NAME_MAX = 255
@@ -85,3 +85,41 @@ def save_thread_session(
         thread.chat_profile = chat_profile or ""
         thread.chat_settings = chat_settings
         thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
+
+
+class MessageConflict(Exception):
+    """A message id was reused with different content."""
+
+
+def accept_message(
+    *,
+    message_id: uuid.UUID,
+    thread: Thread,
+    author: AbstractBaseUser,
+    text: str,
+    images: list[dict[str, Any]] | None = None,
+) -> tuple[AcceptedMessage, bool]:
+    """Record a user send; the message id is the idempotency key.
+
+    Returns ``(record, created)``. The same id with the same content returns the existing
+    record; with different content (or another thread or author) it raises MessageConflict.
+    """
+    images = images or []
+    try:
+        with transaction.atomic():
+            return (
+                AcceptedMessage.objects.create(
+                    id=message_id,
+                    thread=thread,
+                    box_id=thread.box_id,
+                    author=author,
+                    text=text,
+                    images=images,
+                ),
+                True,
+            )
+    except IntegrityError:
+        existing = AcceptedMessage.objects.get(pk=message_id)
+    if existing.thread_id != thread.pk or existing.author_id != author.pk or existing.text != text:
+        raise MessageConflict(str(message_id)) from None
+    return existing, False

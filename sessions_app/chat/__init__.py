@@ -13,6 +13,7 @@ from sessions_app.chat.hooks import (
     on_message,
     on_settings_update,
     on_stop,
+    use_engine_runtime,
 )
 from sessions_app.chat.message import Message
 
@@ -26,5 +27,6 @@ __all__ = [
     "on_message",
     "on_settings_update",
     "on_stop",
+    "use_engine_runtime",
     "user_session",
 ]

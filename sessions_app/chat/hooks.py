@@ -24,10 +24,12 @@ class Hooks:
     on_chat_end: Hook | None = None
     on_stop: Hook | None = None
     on_settings_update: Hook | None = None
+    # Messages go to the box's engine runtime (queue, drain, transcript) instead of on_message.
+    engine_runtime: bool = False
 
     def clear(self) -> None:
         for field in fields(self):
-            setattr(self, field.name, None)
+            setattr(self, field.name, field.default)
 
 
 registry = Hooks()
@@ -64,3 +66,8 @@ on_message = _register("on_message")
 on_chat_end = _register("on_chat_end")
 on_stop = _register("on_stop")
 on_settings_update = _register("on_settings_update")
+
+
+def use_engine_runtime() -> None:
+    """Hand user messages to the box's engine (``sessions_app.runtime``) instead of on_message."""
+    registry.engine_runtime = True

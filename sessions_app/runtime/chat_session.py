@@ -1,0 +1,326 @@
+"""``ChatSession``: the interactive conversation of one thread, streaming to the web UI.
+
+The contract (reference 001, "Chat session lifecycle"):
+
+- ``send()`` while busy (starting or streaming) returns False and the caller ``enqueue()``s;
+  messages queued while the run is starting ride its first turn;
+- when a turn's result lands the phase flips to ready *before* the result's side effects, then
+  the queue drains into the next turn, all queued messages merged into one;
+- a run that dies with a non-empty queue starts a fresh run and drains into it;
+- ``stop()`` moves to stopping and clears the queue, so the close handler does not drain;
+  ``restart()`` only closes the run, so the close handler drains into a fresh one;
+  ``reset_session()`` is stop plus forgetting the engine's session id;
+- in the close window (the run has closed, the phase is not idle yet) ``send()`` returns False
+  rather than racing a second run.
+"""
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, assert_never
+
+from sessions_app.runtime import transcript
+from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
+from sessions_app.runtime.messages import (
+    AssistantText,
+    ChatMessage,
+    StreamDelta,
+    SystemInit,
+    TaskEvent,
+    ToolCall,
+    ToolOutput,
+    TurnResult,
+    UnknownMessage,
+)
+from sessions_app.runtime.phases import Phase, is_busy, is_running, transition
+from sessions_app.runtime.pump import pump_run
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[str, Any], Awaitable[None]]
+ENGINE_DIED_TEXT = "The engine stopped unexpectedly; your next message starts it again."
+
+
+class ChatSession:
+    def __init__(
+        self,
+        *,
+        thread_id: uuid.UUID,
+        engine: Engine,
+        emit: Emit,
+        engine_session_id: str | None = None,
+        author: str = "user",
+    ) -> None:
+        self.thread_id = thread_id
+        self.engine = engine
+        self.emit = emit
+        self.engine_session_id = engine_session_id
+        self.author = author
+        self.phase = Phase.IDLE
+        self.queue: list[UserTurn] = []
+        self.run: Run | None = None
+        self.runs_started = 0
+        self.runs_open = 0
+        self.dropped: list[uuid.UUID] = []  # accepted ids stop() cleared from the queue
+        self.phase_log: list[tuple[Phase, Phase]] = []
+        self._was_busy = False
+        self._stop_requested = False
+        self._closing = False  # stop() or restart() is closing the run: do not start turns on it
+        self._pump_task: asyncio.Task | None = None
+        self._handing_over = 0
+        self._background: set[asyncio.Task] = set()
+        self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # --- phase --------------------------------------------------------------------------
+
+    def _move(self, target: Phase) -> None:
+        previous = self.phase
+        self.phase = transition(previous, target)
+        self.phase_log.append((previous, target))
+        if target is Phase.IDLE:
+            self._idle.set()
+        elif previous is Phase.IDLE:
+            self._idle.clear()
+
+    def is_running(self) -> bool:
+        return is_running(self.phase)
+
+    def is_busy(self) -> bool:
+        return is_busy(self.phase, was_busy=self._was_busy)
+
+    def in_close_window(self) -> bool:
+        return self.run is not None and self.run.closed.is_set() and self.phase is not Phase.IDLE
+
+    # --- sending --------------------------------------------------------------------------
+
+    async def send(self, turn: UserTurn) -> bool:
+        """Start the turn now, or return False (busy, stopping, or closing): then enqueue."""
+        if self.is_busy() or self.phase is Phase.STOPPING or self.in_close_window() or self._closing:
+            return False
+        if self.phase is Phase.IDLE:
+            if not await self._start_run():
+                self.queue.insert(0, turn)
+                return True
+            if self.queue:  # sends that arrived while starting ride the first turn
+                turn = UserTurn.merge([turn, *self.queue])
+                self.queue.clear()
+        await self._begin_turn(turn)
+        return True
+
+    def enqueue(self, turn: UserTurn) -> None:
+        self.queue.append(turn)
+
+    async def submit(self, turn: UserTurn) -> bool:
+        """Send or enqueue; True when the turn had to wait in the queue."""
+        if await self.send(turn):
+            return False
+        self.enqueue(turn)
+        return True
+
+    def submit_soon(self, turn: UserTurn) -> bool:
+        """Hand a turn over without waiting for the engine (the caller answers the client
+        first). Returns whether it will wait in the queue behind work in flight."""
+        queued = (
+            self.is_busy()
+            or self.phase is Phase.STOPPING
+            or self.in_close_window()
+            or self._closing
+            or self._handing_over > 0
+        )
+        self._handing_over += 1
+        task = asyncio.create_task(self._hand_over(turn))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return queued
+
+    async def _hand_over(self, turn: UserTurn) -> None:
+        try:
+            await self.submit(turn)
+        finally:
+            self._handing_over -= 1
+
+    async def _start_run(self) -> bool:
+        self._move(Phase.STARTING)
+        self._stop_requested = False
+        try:
+            run = await self.engine.start(resume=self.engine_session_id)
+        except EngineError as exc:
+            logger.error("engine failed to start for thread %s: %s", self.thread_id, exc)
+            self._move(Phase.IDLE)
+            await self.emit("new_message", await self._error_step(f"The engine could not start: {exc}"))
+            return False
+        self.run = run
+        self.runs_started += 1
+        self.runs_open += 1
+        self._move(Phase.READY)
+        self._pump_task = asyncio.create_task(
+            pump_run(run, self._on_message, lambda err: self._on_close(run, err))
+        )
+        if self._stop_requested:
+            await self.stop()
+            return False
+        return True
+
+    async def _begin_turn(self, turn: UserTurn) -> None:
+        run = self.run
+        assert run is not None
+        self._move(Phase.STREAMING)
+        try:
+            step = await transcript.write_user_step(self.thread_id, turn, self.author)
+        except Exception:
+            # Not transcribed, not sent: the turn stays first in line and the run stays usable.
+            self._move(Phase.READY)
+            self.queue.insert(0, turn)
+            raise
+        await self.emit("task_start", None)
+        await self.emit("new_message", step)
+        try:
+            await run.send(turn)
+        except EngineError:
+            # The run died before taking the turn: keep it first in line for the fresh run the
+            # close handler starts (its user step is rewritten under the same id, not twice).
+            logger.warning("run of thread %s died as a turn was sent", self.thread_id)
+            self.queue.insert(0, turn)
+
+    # --- the pump's callbacks ------------------------------------------------------------------
+
+    async def _on_message(self, message: ChatMessage) -> None:
+        match message:
+            case SystemInit(engine_session_id=session_id):
+                if session_id and session_id != self.engine_session_id:
+                    self.engine_session_id = session_id
+                    await transcript.save_engine_session_id(self.thread_id, session_id)
+            case StreamDelta(message_id=message_id, text=text):
+                step_id = str(transcript.engine_step_id(self.thread_id, message_id))
+                if message_id not in self._streamed:
+                    start = {
+                        "id": step_id,
+                        "threadId": str(self.thread_id),
+                        "type": "assistant_message",
+                        "name": "assistant",
+                        "output": "",
+                        "streaming": True,
+                        "isError": False,
+                        "metadata": {},
+                    }
+                    self._streamed[message_id] = start
+                    await self.emit("stream_start", start)
+                await self.emit(
+                    "stream_token", {"id": step_id, "token": text, "isSequence": False, "isInput": False}
+                )
+            case AssistantText(message_id=message_id, text=text):
+                step = await transcript.write_engine_step(
+                    self.thread_id, message_id, type="assistant_message", name="assistant", output=text
+                )
+                streamed = self._streamed.pop(message_id, None) is not None
+                await self.emit("update_message" if streamed else "new_message", step)
+            case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
+                step = await transcript.write_engine_step(
+                    self.thread_id,
+                    tool_use_id,
+                    type="tool",
+                    name=name,
+                    output="",
+                    metadata={"input": tool_input},
+                )
+                await self.emit("new_message", step)
+            case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
+                step = await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
+                if step is not None:
+                    await self.emit("update_message", step)
+            case TaskEvent():
+                logger.debug("task event for thread %s: %s", self.thread_id, message)
+            case TurnResult():
+                await self._on_result(message)
+            case UnknownMessage(raw=raw):
+                logger.warning("thread %s: unhandled engine message %r", self.thread_id, raw.get("type"))
+            case _:
+                assert_never(message)
+
+    async def _on_result(self, result: TurnResult) -> None:
+        if self.phase is Phase.STREAMING:
+            self._move(Phase.READY)  # the busy flip comes before the result's side effects
+        self._streamed.clear()
+        if result.is_error:
+            await self.emit("new_message", await self._error_step(result.text or "The turn failed."))
+        await self.emit("task_end", None)
+        if self.queue and self.phase is Phase.READY and not self._closing:
+            merged = UserTurn.merge(self.queue)
+            self.queue.clear()
+            await self._begin_turn(merged)
+
+    async def _on_close(self, run: Run, error: BaseException | None) -> None:
+        if run is not self.run:
+            return
+        was_stopping = self.phase is Phase.STOPPING
+        was_streaming = self.phase is Phase.STREAMING
+        self.run = None
+        self.runs_open -= 1
+        self._closing = False
+        self._streamed.clear()
+        self._was_busy = False
+        self._move(Phase.IDLE)
+        if was_streaming:
+            await self.emit("new_message", await self._error_step(ENGINE_DIED_TEXT))
+            await self.emit("task_end", None)
+        if not was_stopping and self.queue:
+            merged = UserTurn.merge(self.queue)
+            self.queue.clear()
+            await self.send(merged)
+
+    async def _error_step(self, text: str) -> dict[str, Any]:
+        return await transcript.write_engine_step(
+            self.thread_id,
+            f"error-{uuid.uuid4()}",
+            type="assistant_message",
+            name="Error",
+            output=text,
+            is_error=True,
+        )
+
+    # --- control --------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """Interrupt and close the run, drop the queue; the close handler will not drain."""
+        self.dropped.extend(i for turn in self.queue for i in turn.accepted_ids)
+        self.queue.clear()
+        if self.phase is Phase.STARTING:
+            self._stop_requested = True
+            return
+        if self.phase not in (Phase.READY, Phase.STREAMING):
+            return
+        self._was_busy = self.phase is Phase.STREAMING
+        self._move(Phase.STOPPING)
+        self._closing = True
+        run = self.run
+        assert run is not None
+        await run.interrupt()
+        await run.close()
+        await self.wait_idle()
+
+    async def restart(self) -> None:
+        """Close the run without stopping: the close handler drains into a fresh run."""
+        if self.run is not None and self.phase in (Phase.READY, Phase.STREAMING):
+            self._closing = True
+            await self.run.close()
+            await self._wait_pump()
+
+    async def reset_session(self) -> None:
+        await self.stop()
+        self.engine_session_id = None
+        await transcript.save_engine_session_id(self.thread_id, "")
+
+    async def interrupt(self) -> None:
+        if self.run is not None and self.phase is Phase.STREAMING:
+            await self.run.interrupt()
+
+    async def wait_idle(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(self._idle.wait(), timeout)
+
+    async def _wait_pump(self, timeout: float = 30.0) -> None:
+        task = self._pump_task
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=timeout)

@@ -1,0 +1,71 @@
+"""The engine protocol: ``Engine.start(resume=...) -> Run``.
+
+A Run is one open conversation with an engine. It takes user turns, yields *engine messages*
+(plain dicts, the engine wire format below) until it closes, can be interrupted mid-turn and
+closed, and signals its close through ``closed``.
+
+Engine wire format (every engine produces these; ``runtime.messages.adapt`` maps them to
+Tether's message union):
+
+- ``{"type": "system", "subtype": "init", "session_id": str}``: the engine's conversation id,
+  sent when a run starts (a resumed run reports the id it resumed);
+- ``{"type": "stream_event", "message_id": str, "delta": str}``: a piece of assistant text;
+- ``{"type": "assistant", "message_id": str, "content": [block, ...]}``: a complete assistant
+  message; blocks are ``{"type": "text", "text"}`` or ``{"type": "tool_use", "id", "name", "input"}``;
+- ``{"type": "user", "content": [{"type": "tool_result", "tool_use_id", "content", "is_error"}]}``:
+  tool results the engine fed back to itself;
+- ``{"type": "task", "task_id": str, "status": str, "description": str}``: background task events;
+- ``{"type": "result", "subtype": "success" | "error" | "interrupted", "session_id": str,
+  "is_error": bool, "result": str | None, "num_turns": int}``: the end of a turn.
+"""
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class UserTurn:
+    """What the engine is asked in one turn: text and image blocks, and the acceptance
+    records (message ids) it answers. Several queued sends merge into one turn."""
+
+    text: str
+    images: list[dict[str, Any]] = field(default_factory=list)
+    accepted_ids: list[uuid.UUID] = field(default_factory=list)
+
+    def content_blocks(self) -> list[dict[str, Any]]:
+        blocks: list[dict[str, Any]] = [*self.images]
+        if self.text:
+            blocks.append({"type": "text", "text": self.text})
+        return blocks
+
+    @classmethod
+    def merge(cls, turns: list["UserTurn"]) -> "UserTurn":
+        """All queued turns as one: texts joined by a blank line, images and ids concatenated."""
+        return cls(
+            text="\n\n".join(t.text for t in turns if t.text),
+            images=[image for t in turns for image in t.images],
+            accepted_ids=[i for t in turns for i in t.accepted_ids],
+        )
+
+
+class Run(Protocol):
+    closed: asyncio.Event
+
+    async def send(self, turn: UserTurn) -> None: ...
+
+    def messages(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    async def interrupt(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    async def start(self, *, resume: str | None = None) -> Run: ...
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or failed in a way the run cannot recover from."""

@@ -1,0 +1,105 @@
+"""Transcript writes made by the pump: the user step when the engine takes a turn, the
+assistant and tool steps as they complete, the engine session id when it is reported.
+
+Engine message ids are not always UUIDs (Claude's are ``msg_...``), so a step's id is derived
+from the thread and the engine's id with uuid5: the same engine message written twice is one
+step.
+"""
+
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from sessions_app.runtime.engines.base import UserTurn
+from threads_app.models import AcceptedMessage, Step, Thread
+from threads_app.services import upsert_step
+from threads_app.wire import step_to_dict
+
+STEP_NAMESPACE = uuid.UUID("6f1c2a4e-7d0b-4a53-9a5e-3f1f8f6f0c11")
+
+
+def engine_step_id(thread_id: uuid.UUID, engine_id: str) -> uuid.UUID:
+    return uuid.uuid5(STEP_NAMESPACE, f"{thread_id}:{engine_id}")
+
+
+def user_step_id(turn: UserTurn) -> uuid.UUID:
+    """A turn's user step takes the id of the first send it carries (the client's id)."""
+    return turn.accepted_ids[0] if turn.accepted_ids else uuid.uuid4()
+
+
+@database_sync_to_async
+def write_user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[str, Any]:
+    """Transcribe a turn and mark the acceptance records it carries as transcribed."""
+    step_id = user_step_id(turn)
+    with transaction.atomic():
+        step = upsert_step(
+            thread_id,
+            step_id,
+            type="user_message",
+            name=author,
+            output=turn.text,
+            content=turn.content_blocks(),
+            metadata={"acceptedIds": [str(i) for i in turn.accepted_ids]},
+            start=timezone.now(),
+        )
+        if turn.accepted_ids:
+            AcceptedMessage.objects.filter(pk__in=turn.accepted_ids).update(
+                state=AcceptedMessage.State.TRANSCRIBED, step=step
+            )
+    return step_to_dict(step)
+
+
+@database_sync_to_async
+def write_engine_step(
+    thread_id: uuid.UUID,
+    engine_id: str,
+    *,
+    type: str,
+    name: str,
+    output: str,
+    content: list[dict[str, Any]] | None = None,
+    is_error: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    now = timezone.now()
+    step = upsert_step(
+        thread_id,
+        engine_step_id(thread_id, engine_id),
+        type=type,
+        name=name,
+        output=output,
+        content=content or [],
+        is_error=is_error,
+        metadata=metadata or {},
+        start=now,
+        end=now,
+    )
+    return step_to_dict(step)
+
+
+@database_sync_to_async
+def finish_tool_step(
+    thread_id: uuid.UUID, tool_use_id: str, output: str, is_error: bool
+) -> dict[str, Any] | None:
+    step = Step.objects.filter(pk=engine_step_id(thread_id, tool_use_id)).first()
+    if step is None:
+        return None
+    step.output = output
+    step.is_error = is_error
+    step.end = timezone.now()
+    step.save(update_fields=["output", "is_error", "end"])
+    return step_to_dict(step)
+
+
+@database_sync_to_async
+def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None:
+    Thread.objects.filter(pk=thread_id).update(engine_session_id=engine_session_id)
+
+
+@database_sync_to_async
+def load_engine_session_id(thread_id: uuid.UUID) -> str | None:
+    value = Thread.objects.filter(pk=thread_id).values_list("engine_session_id", flat=True).first()
+    return value or None

@@ -1,0 +1,163 @@
+"""ChatSession against the real echo engine subprocess and a real database."""
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from sessions_app.runtime.chat_session import ChatSession
+from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.phases import Phase
+from tests.sessions_app.runtime.conftest import accept, accepted_ids_in, transcript
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def wait_until(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), timeout)
+
+
+async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
+    return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
+
+
+async def test_a_turn_streams_and_lands_in_the_transcript(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    assert await session.send(await turn(thread, "hello world"))
+    await wait_until(lambda: sink.named("task_end"))
+    tokens = [t["token"] for t in sink.named("stream_token")]
+    assert "".join(tokens) == "Echo #1: hello world" and len(tokens) == 4
+    steps = await transcript(thread)
+    assert [(s.type, s.output) for s in steps] == [
+        ("user_message", "hello world"),
+        ("assistant_message", "Echo #1: hello world"),
+    ]
+    assert session.engine_session_id and session.phase is Phase.READY
+    await session.stop()
+    assert session.phase is Phase.IDLE and session.runs_open == 0
+
+
+async def test_sends_while_busy_queue_and_drain_as_one_merged_turn(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    assert await session.send(await turn(thread, "!slow 0.05\nfirst message here"))
+    for text in ("second", "third"):
+        assert not await session.send(await turn(thread, text))
+        session.enqueue(await turn(thread, text))
+    await wait_until(lambda: len(sink.named("task_end")) == 2)
+    steps = await transcript(thread)
+    users = [s.output for s in steps if s.type == "user_message"]
+    assert users == ["!slow 0.05\nfirst message here", "second\n\nthird"]
+    assert [s.output for s in steps if s.type == "assistant_message"] == [
+        "Echo #1: first message here",
+        "Echo #2: second\n\nthird",
+    ]
+    assert session.runs_started == 1
+    await session.stop()
+
+
+async def test_kill_9_mid_turn_with_three_queued_starts_a_fresh_run_and_merges(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    first = await turn(thread, "!slow 0.2\na long answer that will be cut short")
+    assert await session.send(first)
+    queued = [await turn(thread, f"queued {i}") for i in range(3)]
+    for t in queued:
+        assert await session.submit(t)  # True: it waits in the queue
+    await wait_until(lambda: sink.named("stream_token"))
+    first_pid = session.run.pid  # type: ignore[union-attr]
+    os.kill(first_pid, signal.SIGKILL)
+
+    await wait_until(lambda: session.runs_started == 2 and session.phase is Phase.READY and not session.queue)
+    assert session.run.pid != first_pid  # type: ignore[union-attr]
+    steps = await transcript(thread)
+    users = [s for s in steps if s.type == "user_message"]
+    assert [u.output for u in users] == [first.text, "queued 0\n\nqueued 1\n\nqueued 2"]
+    ids = accepted_ids_in(steps)
+    expected = [str(i) for t in [first, *queued] for i in t.accepted_ids]
+    assert sorted(ids) == sorted(expected) and len(ids) == len(set(ids))
+    assert any(s.is_error for s in steps), "the cut turn says the engine stopped"
+    # The fresh run resumed the engine's conversation: the echo counts on from turn 1.
+    assert steps[-1].output == "Echo #2: queued 0\n\nqueued 1\n\nqueued 2"
+    assert session.runs_open == 1
+    await session.stop()
+
+
+async def test_stop_clears_the_queue_and_does_not_drain(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    assert await session.send(await turn(thread, "!slow 0.2\none two three four five"))
+    dropped = await turn(thread, "never answered")
+    assert await session.submit(dropped)
+    await wait_until(lambda: sink.named("stream_token"))
+    await session.stop()
+    assert session.phase is Phase.IDLE and session.queue == [] and session.dropped == dropped.accepted_ids
+    assert (Phase.STREAMING, Phase.STOPPING) in session.phase_log
+    await asyncio.sleep(0.3)
+    assert session.runs_started == 1 and session.runs_open == 0
+    outputs = [s.output for s in await transcript(thread)]
+    assert "never answered" not in outputs
+
+
+async def test_restart_drains_the_queue_into_a_fresh_run(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    assert await session.send(await turn(thread, "!slow 0.05\nwarm up now"))
+    waiting = await turn(thread, "after restart")
+    assert await session.submit(waiting)
+    await session.restart()
+    await wait_until(
+        lambda: any(s["output"] == "Echo #2: after restart" for s in sink.named("update_message"))
+    )
+    assert session.runs_started == 2 and session.runs_open == 1
+    await session.stop()
+
+
+async def test_reset_session_forgets_the_engine_conversation(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    await session.send(await turn(thread, "one"))
+    await wait_until(lambda: sink.named("task_end"))
+    first_id = session.engine_session_id
+    await session.reset_session()
+    assert session.engine_session_id is None
+    await session.send(await turn(thread, "two"))
+    await wait_until(lambda: len(sink.named("task_end")) == 2)
+    assert session.engine_session_id != first_id
+    assert sink.named("update_message")[-1]["output"] == "Echo #1: two"
+    await session.stop()
+
+
+async def test_the_busy_flip_lets_a_result_listener_send_at_once(make_thread, echo, sink):
+    thread = await make_thread()
+    sent_from_listener: list[bool] = []
+
+    async def listener(event: str, data: object) -> None:
+        await sink(event, data)
+        if event == "task_end" and not sent_from_listener:
+            # The phase is already ready when the result's side effects run.
+            sent_from_listener.append(await session.send(await turn(thread, "follow up")))
+
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=listener)
+    await session.send(await turn(thread, "hello"))
+    await wait_until(lambda: len(sink.named("task_end")) == 2)
+    assert sent_from_listener == [True]
+    await session.stop()
+
+
+async def test_in_the_close_window_send_refuses_instead_of_racing_a_second_run(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    await session.send(await turn(thread, "hello"))
+    await wait_until(lambda: sink.named("task_end"))
+    session.run.closed.set()  # type: ignore[union-attr]  # the handle closed; the pump has not ended yet
+    assert session.in_close_window()
+    assert not await session.send(await turn(thread, "too early"))
+    assert session.runs_started == 1
+    await session.stop()

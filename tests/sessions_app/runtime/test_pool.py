@@ -1,0 +1,81 @@
+"""ChatSessionPool and ChatThreadSession: one active integration thread per box."""
+
+import asyncio
+
+import pytest
+
+from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.phases import Phase
+from sessions_app.runtime.pool import ChatSessionPool
+from sessions_app.runtime.thread_session import SessionBusy
+from tests.sessions_app.runtime.conftest import accept, transcript
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_two_threads_alternating_keep_one_run_open_and_their_own_conversations(make_thread, echo):
+    first, second = await make_thread("first"), await make_thread("second")
+    pool = ChatSessionPool(first.box_id, lambda: echo)
+    open_runs: list[int] = []
+    answers: dict[str, list[str]] = {"first": [], "second": []}
+    for round_ in range(3):
+        for thread in (first, second):
+            text = f"{thread.name} round {round_}"
+            response = await pool.send_to_thread(
+                thread.id, UserTurn(text, accepted_ids=[await accept(thread, text)])
+            )
+            answers[thread.name].append(response.text)
+            open_runs.append(pool.runs_open())
+    assert open_runs == [1] * 6
+    # Each thread's engine conversation survived parking: the echo counts its own turns.
+    assert answers["first"] == [f"Echo #{n + 1}: first round {n}" for n in range(3)]
+    assert answers["second"] == [f"Echo #{n + 1}: second round {n}" for n in range(3)]
+    ids = {pool.thread_sessions[t.id].engine_session_id for t in (first, second)}
+    assert len(ids) == 2 and None not in ids
+    assert [s.output for s in await transcript(first)][-2:] == ["first round 2", "Echo #3: first round 2"]
+    await pool.close()
+    assert pool.runs_open() == 0
+
+
+async def test_a_message_for_another_thread_parks_the_active_one_after_its_turn(make_thread, echo):
+    first, second = await make_thread("first"), await make_thread("second")
+    pool = ChatSessionPool(first.box_id, lambda: echo)
+    slow = asyncio.create_task(
+        pool.send_to_thread(
+            first.id, UserTurn("!slow 0.05\nslow answer here please", accepted_ids=[await accept(first, "s")])
+        )
+    )
+    await asyncio.sleep(0.2)
+    with pytest.raises(SessionBusy):
+        await pool.thread_sessions[first.id].send(
+            UserTurn("again", accepted_ids=[await accept(first, "again")])
+        )
+    other = await pool.send_to_thread(
+        second.id, UserTurn("other", accepted_ids=[await accept(second, "other")])
+    )
+    done = await slow
+    assert done.text == "Echo #1: slow answer here please" and not done.is_error
+    assert other.text == "Echo #1: other"
+    assert pool.thread_sessions[first.id].phase is Phase.IDLE
+    assert pool.active_thread == second.id and pool.runs_open() == 1
+    await pool.close()
+
+
+async def test_thread_sessions_deliver_complete_responses_with_tool_steps(make_thread, echo):
+    thread = await make_thread()
+    pool = ChatSessionPool(thread.box_id, lambda: echo)
+    response = await pool.send_to_thread(
+        thread.id, UserTurn("!tool\nuse it", accepted_ids=[await accept(thread, "t")])
+    )
+    assert response.text == "Echo #1: use it"
+    steps = await transcript(thread)
+    assert [(s.type, s.output) for s in steps] == [
+        ("user_message", "!tool\nuse it"),
+        ("tool", "USE IT"),
+        ("assistant_message", "Echo #1: use it"),
+    ]
+    failed = await pool.send_to_thread(
+        thread.id, UserTurn("!fail\nx", accepted_ids=[await accept(thread, "f")])
+    )
+    assert failed.is_error and failed.outcome == "error"
+    await pool.close()
