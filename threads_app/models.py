@@ -35,7 +35,7 @@ class Thread(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     chat_profile = models.CharField(max_length=255, blank=True, default="")
     chat_settings = models.JSONField(default=dict, blank=True)
-    engine_session_id = models.CharField(max_length=255, blank=True, default="")
+    engine_session_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
     # The highest ``Step.seq`` handed out; bumped under a row lock so seqs never collide.
     last_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -17,6 +17,17 @@ Tether's message union):
 - ``{"type": "task", "task_id": str, "status": str, "description": str}``: background task events;
 - ``{"type": "result", "subtype": "success" | "error" | "interrupted", "session_id": str,
   "is_error": bool, "result": str | None, "num_turns": int}``: the end of a turn.
+
+Guarantees every engine keeps:
+
+- a run answers turns one at a time, in the order sent, with exactly one ``result`` per turn
+  it took, unless the run closes first;
+- ``interrupt()`` ends the turn in flight with an ``interrupted`` result; with no turn in
+  flight it does nothing;
+- ``close()`` is graceful: it takes no new turns, lets the turn in flight finish for a short
+  grace period, then ends it without a result; ``messages()`` ends and ``closed`` is set.
+  (``ChatSession.stop()`` interrupts first, so a stop is immediate.)
+- ``messages()`` has a single reader, the pump.
 """
 
 import asyncio

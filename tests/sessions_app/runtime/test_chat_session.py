@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def wait_until(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
     async def poll() -> None:
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 - polling state the session owns
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(poll(), timeout)
