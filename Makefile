@@ -8,6 +8,10 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DEMO_USER ?= demo
 DEMO_PASSWORD ?= demo-password
+# daphne's 1 MiB WebSocket message cap applies to what the server sends too; a long thread's
+# resume_thread payload is bigger. Inbound frames are still limited by SOCKETIO_MAX_PAYLOAD.
+WS_MAX_MESSAGE ?= 33554432
+DAPHNE_ARGS ?= --websocket-max-message-size $(WS_MAX_MESSAGE) --websocket-max-frame-size $(WS_MAX_MESSAGE)
 
 .PHONY: install run test lint format bench
 
@@ -23,7 +27,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) chatproject.asgi:application
+	$(BIN)/daphne $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
 
 test: install
 	$(BIN)/pytest
@@ -38,3 +42,4 @@ format: install
 
 bench: install
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/stream.py

@@ -302,6 +302,7 @@ async def disconnect(live: LiveSession, channel: str) -> None:
     if not await database_sync_to_async(store.mark_disconnected)(live.id, channel):
         return  # another socket already holds the session
     await live.persist()
+    live.release_context()
     asyncio.get_running_loop().call_later(
         settings.SESSION_TIMEOUT, lambda: asyncio.ensure_future(expire(live.id))
     )

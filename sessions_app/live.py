@@ -106,6 +106,13 @@ class LiveSession:
                 self.chat_context.add(Message.from_step(step))
         self._context_loaded = True
 
+    def release_context(self) -> None:
+        """Free the chat context while the session has no socket here; the next hook reloads
+        it from the transcript (every message is written there once the thread exists)."""
+        if self.current_task is None and self.has_first_interaction:
+            self.chat_context.clear()
+            self._context_loaded = False
+
     async def ensure_context(self) -> None:
         if not self._context_loaded:
             self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))

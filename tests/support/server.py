@@ -15,6 +15,10 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
+# The same WebSocket message cap as `make run` (daphne's 1 MiB default also limits what the
+# server may send, and a long thread's resume_thread is bigger).
+WS_MAX_MESSAGE = str(32 * 1024 * 1024)
+DAPHNE_ARGS = ["--websocket-max-message-size", WS_MAX_MESSAGE, "--websocket-max-frame-size", WS_MAX_MESSAGE]
 
 
 def free_port() -> int:
@@ -99,6 +103,7 @@ class ServerFactory:
                 sys.executable,
                 "-m",
                 "daphne",
+                *DAPHNE_ARGS,
                 "-b",
                 "127.0.0.1",
                 "-p",

@@ -1,0 +1,1 @@
+"""Benchmarks that drive the whole stack (daphne, PostgreSQL, the channel layer)."""

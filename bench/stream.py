@@ -1,0 +1,510 @@
+"""Token streaming throughput through the whole real stack, against a bare-consumer baseline.
+
+    .venv/bin/python bench/stream.py [--words 2000] [--runs 7] [--warmup 1] [--profile]
+
+Tether: a daphne process serving ``chatproject.asgi`` with ``CHAT_APP=sessions_app.default_app``
+(the engine runtime and the echo engine subprocess), SQLite in a temp dir (``SQLITE_PATH``,
+migrated first) unless ``DATABASE_URL`` names a PostgreSQL database (created and migrated
+when missing), the in-memory channel layer unless ``REDIS_URL`` is set. The client is
+python-socketio's ``AsyncClient`` authenticated by an API token; each turn sends a
+``client_message`` of N words, and the echo engine streams ``Echo #k: <the N words>`` back
+word by word: N+2 ``stream_token`` events, then ``update_message`` and ``task_end``.
+
+Baseline: a second daphne serving ``bench/baseline_asgi.py``, a bare Channels consumer that
+answers a ``go`` event by emitting the same N+2 ``stream_token`` events back to back with
+direct sends; the same client measures it the same way.
+
+Rounds alternate the two servers so drift in machine load hits both alike. Per turn:
+tokens/s from the first to the last ``stream_token`` ((count - 1) / span), and from the send
+to the last token (count / span). Every turn is checked: the right number of tokens, all for
+the streamed step, and their concatenation equal to the final ``update_message`` output (so
+none is missing, doubled or out of order). The bar: Tether's median first-to-last rate at
+least 0.5 of the baseline's.
+
+``--profile`` runs the Tether daphne under cProfile and prints where its time went.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_USER = "bench-stream"
+BAR = 0.5
+VOCABULARY = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "the",
+    "engine",
+    "streams",
+    "every",
+    "token",
+    "of",
+    "its",
+    "answer",
+    "to",
+    "the",
+    "socket",
+    "and",
+    "the",
+    "client",
+    "joins",
+    "them",
+    "into",
+    "one",
+    "message",
+    "in",
+    "order",
+    "without",
+    "gaps",
+]
+
+
+# --- setup --------------------------------------------------------------------------------------
+
+
+def build_env(workdir: Path) -> dict[str, str]:
+    """The environment shared by this process, ``manage.py migrate`` and both daphnes."""
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "chatproject.settings"
+    env["CHAT_APP"] = "sessions_app.default_app"
+    env["TETHER_VAR_DIR"] = str(workdir / "var")
+    env["ECHO_STATE_DIR"] = str(workdir / "echo")
+    if not env.get("DATABASE_URL"):
+        env["SQLITE_PATH"] = str(workdir / "db.sqlite3")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def ensure_postgres_database(url: str) -> None:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+
+    params = conninfo_to_dict(url)
+    name = params.pop("dbname")
+    with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def migrate(env: dict[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+
+
+def api_token(env: dict[str, str]) -> str:
+    """Create the bench user and its DRF token through the ORM (same env as the server)."""
+    os.environ.update(env)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+    from rest_framework.authtoken.models import Token
+
+    user, created = get_user_model().objects.get_or_create(username=BENCH_USER)
+    if created:
+        user.set_unusable_password()
+        user.save()
+    token, _ = Token.objects.get_or_create(user=user)
+    connections.close_all()
+    return token.key
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Daphne:
+    """A daphne subprocess; ``profile_to`` runs it under cProfile (written on SIGTERM)."""
+
+    def __init__(
+        self,
+        name: str,
+        app: str,
+        env: dict[str, str],
+        workdir: Path,
+        ready_path: str,
+        profile_to: Path | None,
+    ) -> None:
+        self.name = name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.ready_path = ready_path
+        self.log_path = workdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        launcher = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
+        self.process = subprocess.Popen(
+            [sys.executable, *launcher, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), app],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} daphne exited:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.name} daphne did not start:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        self._log.flush()
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def cpu_seconds(self) -> float:
+        """CPU time of daphne and its live children (the echo engine), from /proc."""
+        total = 0.0
+        pids = [self.process.pid]
+        with contextlib.suppress(OSError):
+            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+            pids += [int(p) for p in children.split()]
+        for pid in pids:
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+class Failed(Exception):
+    pass
+
+
+@dataclass
+class Turn:
+    sent: float
+    first: float
+    last: float
+    tokens: int
+
+    @property
+    def stream_rate(self) -> float:
+        return (self.tokens - 1) / (self.last - self.first) if self.last > self.first else float("inf")
+
+    @property
+    def total_rate(self) -> float:
+        return self.tokens / (self.last - self.sent)
+
+    @property
+    def first_latency_ms(self) -> float:
+        return (self.first - self.sent) * 1000
+
+
+class StreamClient:
+    """One python-socketio AsyncClient; records every event with its arrival time."""
+
+    def __init__(self, url: str, token: str | None) -> None:
+        import socketio
+
+        self.url = url
+        self.token = token
+        self.sio = socketio.AsyncClient(reconnection=False, websocket_extra_options={"max_msg_size": 0})
+        self.events: list[tuple[float, str, Any]] = []
+        self.done = asyncio.Event()
+        self.sio.on("*", self._record)
+        self.sio.on("disconnect", self._disconnected)
+
+    async def _record(self, event: str, data: Any = None, *_rest: Any) -> None:
+        self.events.append((time.perf_counter(), event, data))
+        if event in ("task_end", "error"):
+            self.done.set()
+
+    async def _disconnected(self, *_reason: Any) -> None:
+        self.events.append((time.perf_counter(), "disconnect", None))
+        self.done.set()
+
+    async def connect(self) -> None:
+        headers = {"Authorization": f"Token {self.token}"} if self.token else {}
+        await self.sio.connect(
+            self.url,
+            headers=headers,
+            auth={"sessionId": str(uuid.uuid4()), "clientType": "webapp", "userEnv": "{}"},
+            transports=["websocket"],
+            socketio_path="/ws/socket.io",
+            wait_timeout=30,
+        )
+
+    async def turn(
+        self, event: str, payload: Any, expected_tokens: int, sent_text: str, timeout: float
+    ) -> Turn:
+        self.events.clear()
+        self.done.clear()
+        sent = time.perf_counter()
+        await self.sio.emit(event, payload)
+        try:
+            await asyncio.wait_for(self.done.wait(), timeout)
+        except TimeoutError:
+            raise Failed(f"no task_end within {timeout}s ({self._summary()})") from None
+        names = [name for _t, name, _d in self.events]
+        if "error" in names or "disconnect" in names:
+            bad = next(d for _t, n, d in self.events if n in ("error", "disconnect"))
+            raise Failed(f"the server answered {bad!r} ({self._summary()})")
+        tokens = [(t, d) for t, n, d in self.events if n == "stream_token"]
+        finals = [d for _t, n, d in self.events if n == "update_message"]
+        if not tokens or not finals:
+            raise Failed(f"no stream or no update_message ({self._summary()})")
+        final = finals[-1]
+        ids = {d["id"] for _t, d in tokens}
+        if ids != {final["id"]}:
+            raise Failed(
+                f"stream_token ids {sorted(ids)[:3]} differ from the update_message id {final['id']}"
+            )
+        joined = "".join(d["token"] for _t, d in tokens)
+        if joined != final["output"]:
+            at = next(
+                (i for i, (a, b) in enumerate(zip(joined, final["output"], strict=False)) if a != b), None
+            )
+            raise Failed(
+                f"the tokens joined ({len(joined)} chars) differ from the final output "
+                f"({len(final['output'])} chars) at char {at}"
+            )
+        if not final["output"].endswith(sent_text):
+            raise Failed("the final output does not end with the text sent")
+        if len(tokens) != expected_tokens:
+            raise Failed(f"{len(tokens)} stream_token events, expected {expected_tokens}")
+        return Turn(sent=sent, first=tokens[0][0], last=tokens[-1][0], tokens=len(tokens))
+
+    def _summary(self) -> str:
+        counts: dict[str, int] = {}
+        for _t, name, _d in self.events:
+            counts[name] = counts.get(name, 0) + 1
+        return ", ".join(f"{n} x{c}" for n, c in counts.items()) or "nothing received"
+
+    async def close(self) -> None:
+        if self.sio.connected:
+            await self.sio.disconnect()
+
+
+# --- the benchmark ------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    name: str
+    server: Daphne
+    client: StreamClient
+    turns: list[Turn] = field(default_factory=list)
+    cpu: float = 0.0
+
+
+def text_of(words: int, seed: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(VOCABULARY) for _ in range(words))
+
+
+async def tether_turn(side: Side, text: str, timeout: float) -> Turn:
+    payload = {"message": {"id": str(uuid.uuid4()), "output": text}}
+    return await side.client.turn("client_message", payload, len(text.split(" ")) + 2, text, timeout)
+
+
+async def baseline_turn(side: Side, text: str, round_no: int, timeout: float) -> Turn:
+    reply = f"Echo #{round_no}: {text}"  # the same N+2 tokens the echo engine streams
+    payload = {"id": str(uuid.uuid4()), "text": reply}
+    return await side.client.turn("go", payload, len(reply.split(" ")), reply, timeout)
+
+
+async def run_bench(tether: Side, baseline: Side, args: argparse.Namespace) -> float:
+    await tether.client.connect()
+    await tether.client.sio.emit("connection_successful")
+    await asyncio.sleep(0.3)  # its answers (task_end, clear_ask, clear_call_fn) are not a turn
+    await baseline.client.connect()
+    client_cpu = 0.0
+    for round_no in range(1, args.warmup + args.runs + 1):
+        timed = round_no > args.warmup
+        text = text_of(args.words, round_no)
+        order = [tether, baseline] if round_no % 2 else [baseline, tether]
+        for side in order:
+            cpu_before, client_before = side.server.cpu_seconds(), time.process_time()
+            if side is tether:
+                turn = await tether_turn(side, text, args.timeout)
+            else:
+                turn = await baseline_turn(side, text, round_no, args.timeout)
+            if timed:
+                side.turns.append(turn)
+                side.cpu += side.server.cpu_seconds() - cpu_before
+                client_cpu += time.process_time() - client_before
+            await asyncio.sleep(args.pause)
+    await tether.client.close()
+    await baseline.client.close()
+    return client_cpu
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def describe(args: argparse.Namespace, load: tuple[float, float]) -> str:
+    database = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp dir)"
+    layer = "channels-redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-memory channel layer"
+    return (
+        f"{database}, {layer}, {args.words} words/turn, {args.runs} runs + {args.warmup} warmup, "
+        f"{os.cpu_count()} cores, load avg {load[0]:.1f} -> {load[1]:.1f}"
+        f"{', Tether daphne under cProfile' if args.profile else ''}"
+    )
+
+
+def report(tether: Side, baseline: Side, args: argparse.Namespace, context: str, client_cpu: float) -> float:
+    print()
+    print(f"Tether token streaming vs a bare Channels consumer  ({context})")
+    print()
+    print(
+        f"{'run':>3}  {'tether tok/s':>12}  {'send->last':>10}  {'1st token ms':>12}  {'baseline tok/s':>14}"
+    )
+    for i, (t, b) in enumerate(zip(tether.turns, baseline.turns, strict=True), 1):
+        print(
+            f"{i:>3}  {t.stream_rate:>12,.0f}  {t.total_rate:>10,.0f}  {t.first_latency_ms:>12.1f}  "
+            f"{b.stream_rate:>14,.0f}"
+        )
+    print()
+    rows = []
+    for side in (tether, baseline):
+        turns = side.turns
+        tokens = sum(t.tokens for t in turns)
+        rows.append(
+            (
+                side.name,
+                statistics.median(t.stream_rate for t in turns),
+                statistics.median(t.total_rate for t in turns),
+                statistics.median(t.first_latency_ms for t in turns),
+                side.cpu / tokens * 1e6,
+                turns[0].tokens,
+            )
+        )
+    print(
+        f"{'server':<9} {'tokens/turn':>11}  {'median tok/s first->last':>24}  "
+        f"{'median tok/s send->last':>23}  {'median 1st token ms':>19}  {'server CPU us/token':>19}"
+    )
+    for name, stream, total, latency, cpu, tokens in rows:
+        print(f"{name:<9} {tokens:>11}  {stream:>24,.0f}  {total:>23,.0f}  {latency:>19.1f}  {cpu:>19.1f}")
+    ratio = rows[0][1] / rows[1][1]
+    ratio_total = rows[0][2] / rows[1][2]
+    verdict = "ok" if ratio >= BAR else "BELOW THE BAR"
+    print()
+    print(
+        f"tether / baseline (first->last): {ratio:.2f}  [{verdict}] bar: at least {BAR} of the baseline"
+        f"   (send->last: {ratio_total:.2f})"
+    )
+    all_tokens = sum(t.tokens for t in tether.turns + baseline.turns)
+    print(
+        f"every turn checked: token count, step id, and the tokens joined == update_message output; "
+        f"client CPU {client_cpu / all_tokens * 1e6:.1f} us/token (both servers)"
+    )
+    return ratio
+
+
+def print_profile(path: Path, limit: int) -> None:
+    import pstats
+
+    if not path.exists():
+        print(f"\nno profile written at {path}")
+        return
+    stats = pstats.Stats(str(path))
+    stats.strip_dirs()
+    for order in ("tottime", "cumulative"):
+        print(f"\n--- Tether daphne, cProfile by {order} (top {limit}) ---")
+        stats.sort_stats(order).print_stats(limit)
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--words", type=int, default=2000, help="words per message (N+2 tokens per reply)")
+    parser.add_argument("--runs", type=int, default=7, help="timed turns per server")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed turns per server first")
+    parser.add_argument("--pause", type=float, default=0.1, help="seconds between turns")
+    parser.add_argument("--timeout", type=float, default=60, help="seconds a turn may take")
+    parser.add_argument("--profile", action="store_true", help="run the Tether daphne under cProfile")
+    parser.add_argument("--profile-lines", type=int, default=35)
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tether-stream-") as tmp:
+        workdir = Path(tmp)
+        env = build_env(workdir)
+        if env.get("DATABASE_URL"):
+            ensure_postgres_database(env["DATABASE_URL"])
+        migrate(env)
+        token = api_token(env)
+        profile_path = workdir / "tether.prof" if args.profile else None
+        servers = [
+            Daphne("tether", "chatproject.asgi:application", env, workdir, "/accounts/login/", profile_path),
+            Daphne("baseline", "bench.baseline_asgi:application", env, workdir, "/", None),
+        ]
+        try:
+            for server in servers:
+                server.wait_ready()
+            tether = Side("tether", servers[0], StreamClient(servers[0].url, token))
+            baseline = Side("baseline", servers[1], StreamClient(servers[1].url, None))
+            load_before = os.getloadavg()[0]
+            client_cpu = asyncio.run(run_bench(tether, baseline, args))
+            load_after = os.getloadavg()[0]
+        except BaseException:
+            for server in servers:
+                print(f"--- {server.name} daphne log:\n{server.log_tail()}", file=sys.stderr)
+            raise
+        finally:
+            for server in servers:
+                server.stop()
+        ratio = report(tether, baseline, args, describe(args, (load_before, load_after)), client_cpu)
+        if profile_path is not None:
+            print_profile(profile_path, args.profile_lines)
+    print(f"\ntotal {time.perf_counter() - started:.1f}s")
+    return 0 if ratio >= BAR else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
