@@ -120,6 +120,9 @@ else:
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# A comma-separated list of hasher paths; the test suite uses a fast one.
+if os.environ.get("PASSWORD_HASHERS"):
+    PASSWORD_HASHERS = os.environ["PASSWORD_HASHERS"].split(",")
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -68,7 +68,7 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
         if owner is not None and owner != user.pk:
             raise Refused("authorization failed")
     client_type = auth.get("clientType") or "webapp"
-    if client_type not in CLIENT_TYPES:
+    if not isinstance(client_type, str) or client_type not in CLIENT_TYPES:
         raise Refused(f"clientType must be one of {sorted(CLIENT_TYPES)}")
     user_env = _parse_user_env(auth.get("userEnv"))
     profile = auth.get("chatProfile") or ""
@@ -122,11 +122,10 @@ def _parse_user_env(raw: Any) -> dict[str, Any]:
 
 async def connection_successful(live: LiveSession) -> None:
     hooks = load_app()
-    running = (
-        live.current_task is not None or bridge.thread_busy(live.thread_id) or await turn_running(live.id)
+    engine_busy = (
+        hooks.engine_runtime and live.has_first_interaction and await bridge.watch(live.id, live.thread_id)
     )
-    if live.has_first_interaction:
-        bridge.watch(live.id, live.thread_id)
+    running = engine_busy or live.current_task is not None or await turn_running(live.id)
     await live.emit("task_start" if running else "task_end", None)
     await live.emit("clear_ask", None)
     await live.emit("clear_call_fn", None)
@@ -170,7 +169,8 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
     await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
     live.restore_from_metadata(thread.get("metadata") or {})
     live.load_context(thread["steps"])
-    bridge.watch(live.id, thread_id)
+    if load_app().engine_runtime:
+        await bridge.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
     await live.emit("resume_thread", thread)
     live.run_hook(load_app().on_chat_resume, thread)
@@ -348,7 +348,8 @@ async def _end(live: LiveSession) -> None:
             live.deactivate(token)
     await live.persist()
     live.chat_context.clear()
-    bridge.forget(live.id)
+    if hooks.engine_runtime and live.has_first_interaction:
+        await bridge.forget(live.id, live.thread_id)
     live_sessions.remove(live)
     await database_sync_to_async(store.delete_session)(live.id)
 

@@ -24,7 +24,7 @@ from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
 from sessions_app.chat.message import Message
 from sessions_app.emitter import emit_to_session
 from sessions_app.models import SocketSession
-from sessions_app.turns import TurnClaim, mailbox
+from sessions_app.turns import TurnClaim, stop_handlers
 from threads_app import services as thread_services
 from threads_app.selectors import step_dicts
 from threads_app.wire import step_fields
@@ -60,7 +60,7 @@ class LiveSession:
         self._tasks: set[asyncio.Task] = set()
         self.current_task: asyncio.Task | None = None
         self.stopping = False
-        mailbox.on_stop(self.id, self._remote_stop)
+        stop_handlers.add(self.id, self._remote_stop)
 
     # --- what hooks read -----------------------------------------------------------------
 
@@ -239,7 +239,7 @@ class LiveSessions:
         with self._lock:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
-        mailbox.forget(session.id)
+        stop_handlers.forget(session.id)
 
     def __len__(self) -> int:
         with self._lock:

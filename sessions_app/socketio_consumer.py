@@ -22,11 +22,13 @@ from socketio import packet as sio
 
 logger = logging.getLogger(__name__)
 
-# WebSocket close codes (RFC 6455).
+# WebSocket close codes. Daphne closes through autobahn, which lets an application send only
+# 1000 or a code in 3000-4999 (anything else raises inside ``close()`` and crashes the
+# consumer), so the RFC 6455 codes are mirrored into the private range as 4000 + code.
 CLOSE_NORMAL = 1000
-CLOSE_PROTOCOL_ERROR = 1002
-CLOSE_TOO_BIG = 1009
-CLOSE_POLICY = 1008
+CLOSE_PROTOCOL_ERROR = 4002  # RFC 6455 1002, protocol error
+CLOSE_POLICY = 4008  # RFC 6455 1008, policy violation (here: a missed pong)
+CLOSE_TOO_BIG = 4009  # RFC 6455 1009, message too big
 
 ERROR_EVENT = "error"
 
@@ -76,15 +78,17 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self.socketio_disconnect()
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        # maxPayload counts bytes, as Engine.IO does: a text frame is measured UTF-8 encoded.
+        size = len(bytes_data) if bytes_data is not None else len((text_data or "").encode())
+        if size > self.max_payload:
+            await self.emit_error(f"frame of {size} bytes exceeds the limit of {self.max_payload}")
+            await self.close(code=CLOSE_TOO_BIG)
+            return
         if bytes_data is not None:
             await self.emit_error("binary frames are not supported")
             return
         if not text_data:
             await self.emit_error("empty frame")
-            return
-        if len(text_data) > self.max_payload:
-            await self.emit_error(f"frame of {len(text_data)} bytes exceeds the limit of {self.max_payload}")
-            await self.close(code=CLOSE_TOO_BIG)
             return
         kind = text_data[0]
         if kind == "4":
@@ -106,7 +110,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     async def _receive_socketio(self, encoded: str) -> None:
         try:
             packet = sio.Packet(encoded_packet=encoded)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: deeply nested JSON
             await self.emit_error(f"malformed packet: {exc}")
             return
         namespace = packet.namespace or "/"
@@ -114,18 +118,27 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self._namespace_connect(namespace, packet.data)
             return
         if namespace != self.namespace or self.sio_sid is None:
-            await self.emit_error("not connected to this namespace")
+            await self.emit_error("not connected to this namespace", ack_id=packet.id)
             return
         if packet.packet_type == sio.EVENT:
             data = packet.data
             if not isinstance(data, list) or not data or not isinstance(data[0], str):
                 await self.emit_error("malformed event: expected [name, ...args]", ack_id=packet.id)
                 return
-            await self.socketio_event(data[0], data[1:], packet.id)
+            try:
+                await self.socketio_event(data[0], data[1:], packet.id)
+            except Exception:
+                # A bug must not kill the consumer: that would skip disconnect() and leave the
+                # session attached to a dead socket.
+                logger.exception("event %r failed on socket %s", data[0], self.eio_sid)
+                await self.emit_error("internal server error", event=data[0], ack_id=packet.id)
         elif packet.packet_type == sio.DISCONNECT:
             await self.close(code=CLOSE_NORMAL)
         elif packet.packet_type in (sio.BINARY_EVENT, sio.BINARY_ACK):
             await self.emit_error("binary packets are not supported", ack_id=packet.id)
+        elif packet.packet_type != sio.ACK:
+            # CONNECT_ERROR is server-to-client only; other numbers are not packet types.
+            await self.emit_error(f"unsupported packet type {packet.packet_type}")
         # ACK packets answer server-side calls, which Tether does not make; they are ignored.
 
     async def _namespace_connect(self, namespace: str, auth: Any) -> None:
@@ -143,6 +156,10 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self.socketio_connect(auth or {})
         except ConnectionRefused as refusal:
             await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": str(refusal)}))
+            return
+        except Exception:
+            logger.exception("namespace CONNECT failed on socket %s", self.eio_sid)
+            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "internal server error"}))
             return
         self.sio_sid = secrets.token_urlsafe(15)
         await self._send_packet(sio.Packet(sio.CONNECT, {"sid": self.sio_sid}))

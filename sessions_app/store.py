@@ -7,6 +7,7 @@ changed a row won and runs the hook; everybody else does nothing.
 All functions are synchronous; async code calls them through ``database_sync_to_async``.
 """
 
+import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,6 +20,8 @@ from django.utils import timezone
 
 from sessions_app.models import SocketSession
 from threads_app.models import Thread
+
+logger = logging.getLogger(__name__)
 
 CLAIMABLE_FLAGS = ("chat_started", "resumed", "has_first_interaction")
 
@@ -156,11 +159,15 @@ def defer_step(session_id: uuid.UUID, step: dict[str, Any]) -> bool:
     """Keep a step sent before the thread exists; it is written on the first interaction.
 
     Returns False when the session has had its first interaction meanwhile (possibly in
-    another process): the caller then writes the step to the thread itself.
+    another process): the caller then writes the step to the thread itself. A session that
+    ended before its thread existed has nowhere to keep the step: it is dropped (True).
     """
     with transaction.atomic():
         record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
-        if record is None or record.has_first_interaction:
+        if record is None:
+            logger.info("session %s ended before its first interaction; step %s dropped", session_id, step["id"])
+            return True
+        if record.has_first_interaction:
             return False
         steps = [s for s in record.deferred_steps if s["id"] != step["id"]]
         steps.append(step)

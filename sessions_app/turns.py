@@ -6,8 +6,8 @@ for the same session waits for the claim, so hooks of one session never overlap 
 the socket moved between processes mid-turn. A claim whose heartbeat is older than
 ``STALE_AFTER`` belongs to a dead process and may be taken over.
 
-The mailbox is one channel-layer channel per process; ``stop`` sent from the process holding
-the socket reaches the process running the turn through it.
+``stop`` sent from the process holding the socket reaches the process running the turn
+through that process's mailbox (``sessions_app.mailbox``).
 """
 
 import asyncio
@@ -16,12 +16,13 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app.mailbox import mailbox
 from sessions_app.models import SocketSession
 
 logger = logging.getLogger(__name__)
@@ -71,57 +72,32 @@ def _turn_owner(session_id: uuid.UUID) -> str:
     )
 
 
-class Mailbox:
-    """This process's channel on the layer, and the handlers of what arrives there."""
+class StopHandlers:
+    """Cancel callbacks of the sessions whose turns run in this process, by session id."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._channel: str | None = None
-        self._ready: asyncio.Future[str] | None = None
-        self._stop_handlers: dict[uuid.UUID, Callable[[], Awaitable[None]]] = {}
+        self._handlers: dict[uuid.UUID, Callable[[], Awaitable[None]]] = {}
 
-    async def channel(self) -> str:
+    def add(self, session_id: uuid.UUID, handler: Callable[[], Awaitable[None]]) -> None:
         with self._lock:
-            ready = self._ready
-            if ready is None:
-                ready = self._ready = asyncio.get_running_loop().create_future()
-                starting = True
-            else:
-                starting = False
-        if starting:
-            layer = get_channel_layer()
-            name = await layer.new_channel()
-            self._channel = name
-            asyncio.get_running_loop().create_task(self._read(name))
-            ready.set_result(name)
-        return await ready
-
-    async def _read(self, name: str) -> None:
-        layer = get_channel_layer()
-        while True:
-            try:
-                message = await layer.receive(name)
-            except asyncio.CancelledError:
-                return
-            except Exception:
-                logger.exception("mailbox receive failed")
-                await asyncio.sleep(1)
-                continue
-            if message.get("type") == "turn.stop":
-                handler = self._stop_handlers.get(uuid.UUID(message["session"]))
-                if handler is not None:
-                    await handler()
-
-    def on_stop(self, session_id: uuid.UUID, handler: Callable[[], Awaitable[None]]) -> None:
-        with self._lock:
-            self._stop_handlers[session_id] = handler
+            self._handlers[session_id] = handler
 
     def forget(self, session_id: uuid.UUID) -> None:
         with self._lock:
-            self._stop_handlers.pop(session_id, None)
+            self._handlers.pop(session_id, None)
+
+    async def __call__(self, message: dict[str, Any]) -> bool:
+        with self._lock:
+            handler = self._handlers.get(uuid.UUID(message["session"]))
+        if handler is None:
+            return False
+        await handler()
+        return True
 
 
-mailbox = Mailbox()
+stop_handlers = StopHandlers()
+mailbox.register("turn.stop", stop_handlers)
 
 
 class TurnClaim:
@@ -155,5 +131,5 @@ async def request_remote_stop(session_id: uuid.UUID) -> bool:
     owner = await _turn_owner(session_id)
     if not owner or owner == await mailbox.channel():
         return False
-    await get_channel_layer().send(owner, {"type": "turn.stop", "session": str(session_id)})
+    await mailbox.send(owner, {"type": "turn.stop", "session": str(session_id)})
     return True

@@ -1,16 +1,22 @@
 """Fixtures: daphne servers running the real ASGI app against the test database."""
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from django.conf import settings
+from django.db import connections
 
 from tests.support.server import ServerFactory, drop_stray_connections
 
 pytest_plugins: list[str] = []
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "false")
+# Logins hash passwords on every test; a fast hasher keeps the suite quick. The servers the
+# tests start inherit it through the environment.
+FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
+os.environ["PASSWORD_HASHERS"] = FAST_HASHER
+settings.PASSWORD_HASHERS = [FAST_HASHER]
 
 
 @pytest.fixture(scope="session")
@@ -30,9 +36,12 @@ def server(server_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
+    """``make_user()`` creates a user (``.raw_password`` set), also from async tests: the ORM
+    call runs on a worker thread, so Django's async-safety check stays on for the suite."""
     created = 0
+    worker = ThreadPoolExecutor(max_workers=1)
 
-    def make(username: str | None = None, password: str = "pw-for-tests-1"):  # type: ignore[no-untyped-def]
+    def create(username: str | None, password: str):  # type: ignore[no-untyped-def]
         nonlocal created
         created += 1
         name = username or f"user{created}-{os.urandom(3).hex()}"
@@ -40,7 +49,12 @@ def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-d
         user.raw_password = password
         return user
 
-    return make
+    def make(username: str | None = None, password: str = "pw-for-tests-1"):  # type: ignore[no-untyped-def]
+        return worker.submit(create, username, password).result()
+
+    yield make
+    worker.submit(connections.close_all).result()
+    worker.shutdown()
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,10 @@ class Box(models.Model):
     engine = models.CharField(max_length=50, default="echo")
     engine_options = models.JSONField(default=dict, blank=True)
     webhook_url = models.URLField(blank=True, default="")
+    # The process whose pool runs this box's sessions (its mailbox channel) and its heartbeat;
+    # see sessions_app.runtime.ownership.
+    runtime_owner = models.CharField(max_length=200, blank=True, default="")
+    runtime_heartbeat = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

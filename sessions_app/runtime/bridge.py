@@ -1,10 +1,14 @@
 """Where the socket lifecycle meets the engine runtime (apps that ``use_engine_runtime()``).
 
-A user message is accepted (its AcceptedMessage row committed) and answered before the
-engine sees it; the thread's ``ChatSession`` then takes it now or queues it. What the session
-emits goes to every web session watching the thread (its audience).
+A user message is accepted (its AcceptedMessage row committed) before the engine sees it; the
+thread's ``ChatSession`` then takes it now or queues it. The session lives in the process that
+owns the thread's box (``ownership``): when that is another process, the request goes to its
+mailbox and the answer comes back. What a session emits goes to every web session watching
+the thread (its audience), wherever their sockets are.
 """
 
+import contextlib
+import logging
 import threading
 import uuid
 from typing import Any
@@ -12,11 +16,15 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from sessions_app.emitter import emit_to_session
+from sessions_app.mailbox import MailboxError, mailbox
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.ownership import owner_of
 from sessions_app.runtime.pool import pools
 from threads_app.models import Box, Thread
 from threads_app.services import accept_message
+
+logger = logging.getLogger(__name__)
 
 
 class Audience:
@@ -61,60 +69,132 @@ audiences = Audiences()
 
 
 @database_sync_to_async
-def _thread_and_box(thread_id: uuid.UUID) -> tuple[Thread, Box]:
-    thread = Thread.objects.select_related("box").get(pk=thread_id)
-    return thread, thread.box
+def _box_of(thread_id: uuid.UUID) -> Box | None:
+    thread = Thread.objects.select_related("box").filter(pk=thread_id).first()
+    return thread.box if thread is not None else None
 
 
-async def chat_session_for(thread_id: uuid.UUID, *, author: str = "user") -> ChatSession:
-    _thread, box = await _thread_and_box(thread_id)
+# --- the owner's side: what runs in the process holding the box's pool ------------------------
+
+
+async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSession:
     pool = pools.for_box(box.id, box.engine, box.engine_options)
     return await pool.chat_session(thread_id, emit=audiences.of(thread_id), author=author)
 
 
-def existing_chat_session(thread_id: uuid.UUID) -> ChatSession | None:
-    for pool in pools.all():
-        session = pool.chat_sessions.get(thread_id)
-        if session is not None:
-            return session
-    return None
+async def _submit_here(request: dict[str, Any]) -> bool:
+    thread_id = uuid.UUID(request["thread"])
+    box = await _box_of(thread_id)
+    assert box is not None
+    audiences.of(thread_id).add(uuid.UUID(request["session"]))
+    session = await _chat_session(box, thread_id, request["author"])
+    return session.submit_soon(UserTurn(text=request["text"], accepted_ids=[uuid.UUID(request["message"])]))
 
 
-async def submit(
-    session_id: uuid.UUID, user: Any, thread_id: uuid.UUID, message_id: uuid.UUID, text: str
-) -> dict[str, Any]:
-    """Accept a user message and hand it to the thread's ChatSession; the answer comes first."""
-    thread, _box = await _thread_and_box(thread_id)
-    accepted, created = await database_sync_to_async(accept_message)(
-        message_id=message_id, thread=thread, author=user, text=text
-    )
-    audiences.of(thread_id).add(session_id)
-    answer = {"threadId": str(thread_id), "messageId": str(message_id)}
-    if not created:
-        return {**answer, "queued": accepted.state == accepted.State.PENDING}
-    session = await chat_session_for(thread_id, author=user.get_username())
-    queued = session.submit_soon(UserTurn(text=text, accepted_ids=[message_id]))
-    return {**answer, "queued": queued}
+async def _watch_here(request: dict[str, Any]) -> bool:
+    thread_id = uuid.UUID(request["thread"])
+    audiences.of(thread_id).add(uuid.UUID(request["session"]))
+    session = pools.find_chat_session(thread_id)
+    return session is not None and session.is_busy()
 
 
-def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
-    """A web session opened (or resumed) this thread: it sees what its session streams."""
-    audiences.of(thread_id).add(session_id)
-
-
-def forget(session_id: uuid.UUID) -> None:
-    audiences.leave_all(session_id)
-
-
-async def stop(thread_id: uuid.UUID) -> bool:
-    """Interrupt the thread's running turn and clear its queue; True if there was a run."""
-    session = existing_chat_session(thread_id)
+async def _stop_here(request: dict[str, Any]) -> bool:
+    session = pools.find_chat_session(uuid.UUID(request["thread"]))
     if session is None or not session.is_running():
         return False
     await session.stop()
     return True
 
 
-def thread_busy(thread_id: uuid.UUID) -> bool:
-    session = existing_chat_session(thread_id)
-    return session is not None and session.is_busy()
+async def _forget_here(request: dict[str, Any]) -> None:
+    audiences.leave_all(uuid.UUID(request["session"]))
+
+
+HANDLERS = {
+    "runtime.submit": _submit_here,
+    "runtime.watch": _watch_here,
+    "runtime.stop": _stop_here,
+    "runtime.forget": _forget_here,
+}
+for _kind, _handler in HANDLERS.items():
+    mailbox.register(_kind, _handler)
+
+
+async def _at_owner(box: Box, request: dict[str, Any]) -> Any:
+    """Run ``request`` where the box's pool lives: here, or in the owner's process."""
+    owner, mine = await owner_of(box.id)
+    if not mine:
+        try:
+            return await mailbox.request(owner, request)
+        except MailboxError:
+            # The owner did not answer (it may have just died): take the box over if its
+            # claim has gone stale, else give up on this request.
+            owner, mine = await owner_of(box.id)
+            if not mine:
+                raise
+    return await HANDLERS[request["type"]](request)
+
+
+# --- what the lifecycle calls ----------------------------------------------------------------
+
+
+async def submit(
+    session_id: uuid.UUID, user: Any, thread_id: uuid.UUID, message_id: uuid.UUID, text: str
+) -> dict[str, Any]:
+    """Accept a user message and hand it to the thread's ChatSession; the answer comes first."""
+    box = await _box_of(thread_id)
+    assert box is not None, "the thread exists once the first interaction happened"
+    thread = await Thread.objects.aget(pk=thread_id)
+    accepted, created = await database_sync_to_async(accept_message)(
+        message_id=message_id, thread=thread, author=user, text=text
+    )
+    answer = {"threadId": str(thread_id), "messageId": str(message_id)}
+    if not created:
+        return {**answer, "queued": accepted.state == accepted.State.PENDING}
+    request = {
+        "type": "runtime.submit",
+        "thread": str(thread_id),
+        "session": str(session_id),
+        "author": user.get_username(),
+        "message": str(message_id),
+        "text": text,
+    }
+    try:
+        queued = await _at_owner(box, request)
+    except MailboxError:
+        # Accepted and durable: the box's next owner re-queues it when it opens the thread.
+        logger.warning("box %s owner unreachable; message %s stays pending", box.id, message_id)
+        queued = True
+    return {**answer, "queued": queued}
+
+
+async def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> bool:
+    """A web session opened this thread: it sees what the thread's session streams.
+    Returns whether a turn is running on the thread right now."""
+    box = await _box_of(thread_id)
+    if box is None:
+        return False
+    try:
+        return bool(
+            await _at_owner(
+                box, {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
+            )
+        )
+    except MailboxError:
+        return False
+
+
+async def stop(thread_id: uuid.UUID) -> bool:
+    """Interrupt the thread's running turn and clear its queue; True if there was a run."""
+    box = await _box_of(thread_id)
+    if box is None:
+        return False
+    return bool(await _at_owner(box, {"type": "runtime.stop", "thread": str(thread_id)}))
+
+
+async def forget(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
+    box = await _box_of(thread_id)
+    audiences.leave_all(session_id)
+    if box is not None:
+        with contextlib.suppress(MailboxError):
+            await _at_owner(box, {"type": "runtime.forget", "session": str(session_id)})

@@ -69,6 +69,7 @@ class ChatSession:
         self._closing = False  # stop() or restart() is closing the run: do not start turns on it
         self._pump_task: asyncio.Task | None = None
         self._handing_over = 0
+        self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
         self._background: set[asyncio.Task] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
         self._idle = asyncio.Event()
@@ -122,7 +123,12 @@ class ChatSession:
 
     def submit_soon(self, turn: UserTurn) -> bool:
         """Hand a turn over without waiting for the engine (the caller answers the client
-        first). Returns whether it will wait in the queue behind work in flight."""
+        first). Returns whether it will wait in the queue behind work in flight. Sends this
+        session already holds (recovered ones, say) are not taken twice."""
+        fresh = [i for i in turn.accepted_ids if i not in self._taken]
+        if turn.accepted_ids and not fresh:
+            return any(i in t.accepted_ids for t in self.queue for i in turn.accepted_ids)
+        self._taken.update(fresh)
         queued = (
             self.is_busy()
             or self.phase is Phase.STOPPING
@@ -135,6 +141,12 @@ class ChatSession:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return queued
+
+    def recover(self, turns: list[UserTurn]) -> None:
+        """Take over sends that were accepted but never transcribed, as one merged turn."""
+        fresh = [t for t in turns if not set(t.accepted_ids) & self._taken]
+        if fresh:
+            self.submit_soon(UserTurn.merge(fresh))
 
     async def _hand_over(self, turn: UserTurn) -> None:
         try:

@@ -48,6 +48,8 @@ class ChatSessionPool:
                 author=author,
             )
             self.chat_sessions[thread_id] = session
+            # Sends accepted but never transcribed (a crash, a restart, a dead owner) go first.
+            session.recover(await transcript.pending_turns(thread_id))
             await self._evict_beyond_limit()
         self.chat_sessions.move_to_end(thread_id)
         return session
@@ -118,6 +120,13 @@ class Pools:
     def all(self) -> list[ChatSessionPool]:
         with self._lock:
             return list(self._pools.values())
+
+    def find_chat_session(self, thread_id: uuid.UUID) -> ChatSession | None:
+        for pool in self.all():
+            session = pool.chat_sessions.get(thread_id)
+            if session is not None:
+                return session
+        return None
 
     def clear(self) -> None:
         with self._lock:

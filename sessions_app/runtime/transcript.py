@@ -103,3 +103,13 @@ def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None
 def load_engine_session_id(thread_id: uuid.UUID) -> str | None:
     value = Thread.objects.filter(pk=thread_id).values_list("engine_session_id", flat=True).first()
     return value or None
+
+
+@database_sync_to_async
+def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
+    """The thread's accepted sends that no user step has transcribed yet, oldest first."""
+    pending = AcceptedMessage.objects.filter(thread_id=thread_id, state=AcceptedMessage.State.PENDING)
+    return [
+        UserTurn(text=m.text, images=list(m.images), accepted_ids=[m.id])
+        for m in pending.order_by("accepted_at")
+    ]

@@ -19,7 +19,7 @@ from sessions_app.chat.context import (
 )
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession
-from sessions_app.turns import mailbox
+from sessions_app.turns import stop_handlers
 from threads_app.models import Thread
 from threads_app.selectors import step_dicts
 from threads_app.services import ensure_thread, upsert_step
@@ -120,7 +120,7 @@ def make_live(user) -> Iterator[Any]:  # type: ignore[no-untyped-def]
 
     yield make
     for live in made:
-        mailbox.forget(live.id)
+        stop_handlers.forget(live.id)
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ def test_a_record_with_system_keys_in_its_user_session_does_not_leak_them(user, 
         assert rebuilt.user_session == {"color": "green"}
         assert rebuilt.system_value("id") == str(live.id)
     finally:
-        mailbox.forget(rebuilt.id)
+        stop_handlers.forget(rebuilt.id)
 
 
 # --- to_persistable -------------------------------------------------------------------------

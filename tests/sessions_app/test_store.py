@@ -299,8 +299,9 @@ def test_defer_step_keeps_steps_until_the_first_interaction(user):
     assert SocketSession.objects.get(pk=record.pk).deferred_steps == []
 
 
-def test_defer_step_on_a_missing_session_is_refused():
-    assert store.defer_step(uuid.uuid4(), step("x")) is False
+def test_defer_step_on_an_ended_session_drops_the_step():
+    # True: handled (there is no thread to write it to), so the caller must not write it.
+    assert store.defer_step(uuid.uuid4(), step("x")) is True
     assert store.take_deferred_steps(uuid.uuid4()) == []
 
 

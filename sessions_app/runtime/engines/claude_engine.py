@@ -535,11 +535,16 @@ class _Translator:
 
         Results are not one-to-one with our prompts: the CLI also runs turns it injects itself
         (a finished background task wakes the conversation, a scheduled prompt fires), and some
-        CLI versions emit stray empty results with ``num_turns == 0``. ``num_turns`` alone does
-        not decide it -- an interrupt before the model answered is a real end of our turn with
-        ``num_turns == 0`` too -- so a result is matched to our prompts by the uuids it says it
-        took in; a CLI that reports none falls back on ``origin``: unattributed or ``human``
-        means ours, when we have a prompt outstanding.
+        CLI versions emit stray empty results with ``num_turns == 0``. ``num_turns == 0`` alone
+        does not make a result foreign -- an interrupt before the model answered ends our turn
+        with ``num_turns == 0`` too -- so:
+
+        1. a result that lists the prompt uuids it took in (``user_message_uuid(s)``, CLI
+           2.1.x) is ours exactly when it lists one of ours;
+        2. one that lists none is ours when a prompt of ours is outstanding, its ``origin`` is
+           unattributed or ``human`` (not an injected turn), and it is not the stray empty kind
+           (``num_turns == 0``, no error, no text). A stray result can arrive just after we sent
+           the next prompt, so without rule 2's last clause it would end that turn early.
         """
         taken = list(message.user_message_uuids or [])
         if message.user_message_uuid:
@@ -549,7 +554,8 @@ class _Translator:
             self._pending = [u for u in self._pending if u not in taken]
             return bool(claimed)
         origin_kind = (message.origin or {}).get("kind")
-        if self._pending and origin_kind in (None, "human"):
+        stray = message.num_turns == 0 and not message.is_error and not message.result
+        if self._pending and origin_kind in (None, "human") and not stray:
             self._pending.pop(0)
             return True
         return False

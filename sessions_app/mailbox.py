@@ -1,0 +1,121 @@
+"""This process's mailbox: one channel on the channel layer, read by one task.
+
+Other processes reach work that lives here through it: stopping a turn this process runs,
+handing a message to the box runtime this process owns. ``request`` sends a message and waits
+for the answer, which comes back to the sender's own mailbox.
+"""
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[Any]]
+REPLY = "mailbox.reply"
+
+
+class MailboxError(RuntimeError):
+    """The other process did not answer, or answered with an error."""
+
+
+class Mailbox:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Future[str] | None = None
+        self._handlers: dict[str, Handler] = {}
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._tasks: set[asyncio.Task] = set()
+
+    def register(self, kind: str, handler: Handler) -> None:
+        """Handle messages of ``type == kind``; a request gets the handler's return value."""
+        with self._lock:
+            self._handlers[kind] = handler
+
+    async def channel(self) -> str:
+        """This process's channel name (the reader starts on first use, per event loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._loop is not loop:
+                self._loop, self._ready = loop, loop.create_future()
+                starting = True
+            else:
+                starting = False
+            ready = self._ready
+        assert ready is not None
+        if starting:
+            name = await get_channel_layer().new_channel()
+            self._keep(loop.create_task(self._read(name)))
+            ready.set_result(name)
+        return await ready
+
+    def _keep(self, task: asyncio.Task) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await get_channel_layer().send(channel, message)
+
+    async def request(self, channel: str, message: dict[str, Any], timeout: float = 10.0) -> Any:
+        reply_to = await self.channel()
+        request_id = next(self._ids)
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiting[request_id] = answer
+        try:
+            await self.send(channel, {**message, "reply_to": reply_to, "request_id": request_id})
+            return await asyncio.wait_for(answer, timeout)
+        except TimeoutError:
+            raise MailboxError(f"no answer to {message['type']} within {timeout}s") from None
+        finally:
+            with self._lock:
+                self._waiting.pop(request_id, None)
+
+    async def _read(self, name: str) -> None:
+        layer = get_channel_layer()
+        while True:
+            try:
+                message = await layer.receive(name)
+            except asyncio.CancelledError:
+                return
+            except Exception:
+                logger.exception("mailbox receive failed")
+                await asyncio.sleep(1)
+                continue
+            self._keep(asyncio.get_running_loop().create_task(self._dispatch(message)))
+
+    async def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type", "")
+        if kind == REPLY:
+            with self._lock:
+                waiting = self._waiting.get(message["request_id"])
+            if waiting is not None and not waiting.done():
+                if "error" in message:
+                    waiting.set_exception(MailboxError(message["error"]))
+                else:
+                    waiting.set_result(message.get("result"))
+            return
+        with self._lock:
+            handler = self._handlers.get(kind)
+        reply = {"type": REPLY, "request_id": message.get("request_id")}
+        if handler is None:
+            logger.warning("mailbox: no handler for %r", kind)
+            reply["error"] = f"no handler for {kind}"
+        else:
+            try:
+                reply["result"] = await handler(message)
+            except Exception as exc:
+                logger.exception("mailbox handler for %r failed", kind)
+                reply["error"] = f"{type(exc).__name__}: {exc}"
+        if message.get("reply_to"):
+            await self.send(message["reply_to"], reply)
+
+
+mailbox = Mailbox()
