@@ -1,0 +1,81 @@
+"""The engine runtime across two daphne processes: a box's sessions live in one process.
+
+Two tabs of one user on two servers send to the same thread: the box's owner runs one engine
+run for the thread, both tabs see the replies, and the queue/drain contract holds across the
+processes. Skipped unless PostgreSQL and Redis are shared.
+"""
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from tests.support.client import ChatClient, login_cookie
+from tests.support.server import uses_shared_services
+from threads_app.models import Box, Step
+
+pytestmark = [
+    pytest.mark.skipif(not uses_shared_services(), reason="needs DATABASE_URL (PostgreSQL) and REDIS_URL"),
+    pytest.mark.django_db(transaction=True),
+]
+
+
+@pytest.fixture(scope="module")
+def engine_pair(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+    env = {"CHAT_APP": "sessions_app.default_app", "ECHO_STATE_DIR": str(tmp_path_factory.mktemp("echo"))}
+    a, b = server_factory.start(**env), server_factory.start(**env)
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def replies(client: ChatClient) -> list[str]:
+    return [m["output"] for m in client.named("update_message") if m["type"] == "assistant_message"]
+
+
+@sync_to_async
+def transcript(thread_id: str) -> list[tuple[str, str]]:
+    return list(Step.objects.filter(thread_id=thread_id).order_by("seq").values_list("type", "output"))
+
+
+async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pair, make_user):
+    a, b = engine_pair
+    user = make_user()
+    tab_a = ChatClient(a.url, await login_cookie(a.url, user.username, user.raw_password))
+    await tab_a.start()
+    first = await tab_a.send("!slow 0.1\nfirst from tab a")
+    thread_id = first["threadId"]
+    await tab_a.wait_event("stream_token")
+
+    tab_b = ChatClient(b.url, await login_cookie(b.url, user.username, user.raw_password))
+    await tab_b.start(thread_id=thread_id)
+    await tab_b.wait_event("resume_thread")
+    second = await tab_b.send("from tab b")
+    assert second["queued"] is True  # the run on A is busy: B's message waits for it
+
+    await tab_a.wait_for(lambda c: len(replies(c)) == 2, timeout=20)
+    await tab_b.wait_for(lambda c: "Echo #2: from tab b" in replies(c), timeout=20)
+    # One engine conversation answered both, in order: the echo counted 1 then 2.
+    assert replies(tab_a) == ["Echo #1: first from tab a", "Echo #2: from tab b"]
+    assert await transcript(thread_id) == [
+        ("user_message", "!slow 0.1\nfirst from tab a"),
+        ("assistant_message", "Echo #1: first from tab a"),
+        ("user_message", "from tab b"),
+        ("assistant_message", "Echo #2: from tab b"),
+    ]
+    owners = await sync_to_async(
+        lambda: list(Box.objects.filter(owner=user).values_list("runtime_owner", flat=True))
+    )()
+    assert len(owners) == 1 and owners[0]
+
+    # stop from the tab on the other process interrupts the run on the owner.
+    tab_a.events.clear()
+    tab_b.events.clear()
+    await tab_b.send("!slow 0.3\na long answer that is stopped from tab b")
+    await tab_b.wait_event("stream_token", timeout=10)
+    await tab_b.emit("stop")
+    await tab_b.wait_text("Task manually stopped.")
+    await asyncio.sleep(1.0)
+    assert not any("stopped from tab b" in r for r in replies(tab_a) + replies(tab_b))
+    await tab_a.disconnect()
+    await tab_b.disconnect()
