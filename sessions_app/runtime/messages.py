@@ -97,10 +97,22 @@ class _Counter:
 unknown_messages = _Counter()
 
 
+# Engine messages with nothing in them for a chat, dropped on purpose (listed, so that a type
+# nobody thought about still surfaces as UnknownMessage).
+IGNORED_TYPES = frozenset(
+    {"tool_progress", "auth_status", "tool_use_summary", "rate_limit_event", "prompt_suggestion"}
+)
+IGNORED_SYSTEM_SUBTYPES = frozenset(
+    {"status", "compact_boundary", "hook_started", "hook_progress", "hook_response"}
+)
+
+
 def adapt(raw: dict[str, Any]) -> list[ChatMessage]:
     """Map one engine message to zero or more union members (an assistant message with a
     text block and a tool call yields both)."""
     kind = raw.get("type")
+    if kind in IGNORED_TYPES or (kind == "system" and raw.get("subtype") in IGNORED_SYSTEM_SUBTYPES):
+        return []
     if kind == "system" and raw.get("subtype") == "init":
         return [SystemInit(str(raw["session_id"]))]
     if kind == "stream_event":

@@ -30,7 +30,7 @@ SAMPLES = {
     },
     messages.TaskEvent: {"type": "task", "task_id": "1", "status": "started"},
     messages.TurnResult: {"type": "result", "subtype": "success", "session_id": "s", "is_error": False},
-    messages.UnknownMessage: {"type": "rate_limit_event"},
+    messages.UnknownMessage: {"type": "conversation_reset"},
 }
 
 
@@ -46,6 +46,14 @@ def test_unknown_engine_messages_are_surfaced_and_counted_not_dropped():
     (adapted,) = messages.adapt({"type": "brand_new_thing", "x": 1})
     assert isinstance(adapted, messages.UnknownMessage) and adapted.raw["x"] == 1
     assert messages.unknown_messages.value == before + 1
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [{"type": "rate_limit_event"}, {"type": "tool_progress"}, {"type": "system", "subtype": "status"}],
+)
+def test_listed_noise_is_dropped_on_purpose(raw):
+    assert messages.adapt(raw) == []
 
 
 @dataclasses.dataclass(frozen=True)
