@@ -15,13 +15,21 @@ answers a ``go`` event by emitting the same N+2 ``stream_token`` events back to 
 direct sends; the same client measures it the same way.
 
 Rounds alternate the two servers so drift in machine load hits both alike. Per turn:
-tokens/s from the first to the last ``stream_token`` ((count - 1) / span), and from the send
-to the last token (count / span). Every turn is checked: the right number of tokens, all for
-the streamed step, and their concatenation equal to the final ``update_message`` output (so
-none is missing, doubled or out of order). The bar: Tether's median first-to-last rate at
-least 0.5 of the baseline's.
+tokens/s from the first to the last ``stream_token`` (the tokens after the first event over
+that span), and from the send to the last token (all tokens over that span). Every turn is
+checked: all N+2 tokens arrived, all for the streamed step, and their concatenation equals the
+final ``update_message`` output (none missing, doubled or out of order). A server may batch
+several tokens into one event; the "tokens/events" column shows it. The bar: Tether's median
+first-to-last rate at least 0.5 of the baseline's. Also printed: CPU per token of each daphne,
+of the echo engine subprocess and of this process (the client), from /proc and process_time.
 
-``--profile`` runs the Tether daphne under cProfile and prints where its time went.
+Reading the numbers: the baseline consumer never yields between its sends, so daphne (Twisted)
+flushes its whole reply at once; its "1st token ms" is the time to produce the whole burst and
+its first-to-last rate is the client's decode rate alone, with the server idle. Tether's daphne
+produces while the client decodes, and the two share the cores.
+
+``--profile`` runs the Tether daphne under cProfile and prints where its time went;
+``--tether-app`` serves another ASGI application (a patched server) in its place.
 """
 
 import argparse
@@ -116,8 +124,9 @@ def migrate(env: dict[str, str]) -> None:
     )
 
 
-def api_token(env: dict[str, str]) -> str:
-    """Create the bench user and its DRF token through the ORM (same env as the server)."""
+def api_token(env: dict[str, str], *, coalesce: bool = True) -> str:
+    """Create the bench user and its DRF token through the ORM (same env as the server);
+    ``coalesce`` goes into the user's box options (the echo engine's delta merging)."""
     os.environ.update(env)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -133,14 +142,36 @@ def api_token(env: dict[str, str]) -> str:
         user.set_unusable_password()
         user.save()
     token, _ = Token.objects.get_or_create(user=user)
+    from threads_app.selectors import default_box_for
+
+    box = default_box_for(user)
+    box.engine_options = {**box.engine_options, "coalesce": coalesce}
+    box.save(update_fields=["engine_options"])
     connections.close_all()
     return token.key
+
+
+def remove_bench_user() -> None:
+    """Drop the bench user and, by cascade, its token, box, threads and sessions."""
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    get_user_model().objects.filter(username=BENCH_USER).delete()
+    connections.close_all()
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of one process (Linux), 0 when unknown."""
+    with contextlib.suppress(OSError, IndexError, ValueError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
 
 
 class Daphne:
@@ -187,18 +218,13 @@ class Daphne:
         self._log.flush()
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def cpu_seconds(self) -> float:
-        """CPU time of daphne and its live children (the echo engine), from /proc."""
-        total = 0.0
-        pids = [self.process.pid]
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
-            pids += [int(p) for p in children.split()]
-        for pid in pids:
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU time of daphne itself, and of its live children (the echo engine), from /proc."""
+        children: list[int] = []
+        with contextlib.suppress(OSError, ValueError):
+            text = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
+            children = [int(p) for p in text.split()]
+        return process_cpu(self.process.pid), sum(process_cpu(pid) for pid in children)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -221,13 +247,15 @@ class Failed(Exception):
 @dataclass
 class Turn:
     sent: float
-    first: float
-    last: float
-    tokens: int
+    first: float  # arrival of the first stream_token event
+    last: float  # arrival of the last one
+    tokens: int  # engine tokens (words) delivered
+    events: int  # stream_token events that carried them (fewer when the server batches)
+    after_first: int  # tokens in the events after the first
 
     @property
     def stream_rate(self) -> float:
-        return (self.tokens - 1) / (self.last - self.first) if self.last > self.first else float("inf")
+        return self.after_first / (self.last - self.first) if self.last > self.first else float("inf")
 
     @property
     def total_rate(self) -> float:
@@ -308,9 +336,20 @@ class StreamClient:
             )
         if not final["output"].endswith(sent_text):
             raise Failed("the final output does not end with the text sent")
-        if len(tokens) != expected_tokens:
-            raise Failed(f"{len(tokens)} stream_token events, expected {expected_tokens}")
-        return Turn(sent=sent, first=tokens[0][0], last=tokens[-1][0], tokens=len(tokens))
+        # The reply's words are its tokens; a server may batch several into one event, as long as
+        # every one arrives, in order (checked above).
+        words = len(final["output"].split(" "))
+        if words != expected_tokens or len(tokens) > words:
+            raise Failed(f"{words} tokens in {len(tokens)} stream_token events, expected {expected_tokens}")
+        first_words = len(tokens[0][1]["token"].split())
+        return Turn(
+            sent=sent,
+            first=tokens[0][0],
+            last=tokens[-1][0],
+            tokens=words,
+            events=len(tokens),
+            after_first=words - first_words,
+        )
 
     def _summary(self) -> str:
         counts: dict[str, int] = {}
@@ -332,7 +371,9 @@ class Side:
     server: Daphne
     client: StreamClient
     turns: list[Turn] = field(default_factory=list)
-    cpu: float = 0.0
+    cpu: float = 0.0  # daphne's CPU seconds over the timed turns
+    engine_cpu: float = 0.0  # its children's (the echo engine subprocess)
+    client_cpu: float = 0.0  # this process's (the AsyncClient decoding the stream)
 
 
 def text_of(words: int, seed: int) -> str:
@@ -351,30 +392,30 @@ async def baseline_turn(side: Side, text: str, round_no: int, timeout: float) ->
     return await side.client.turn("go", payload, len(reply.split(" ")), reply, timeout)
 
 
-async def run_bench(tether: Side, baseline: Side, args: argparse.Namespace) -> float:
+async def run_bench(tether: Side, baseline: Side, args: argparse.Namespace) -> None:
     await tether.client.connect()
     await tether.client.sio.emit("connection_successful")
     await asyncio.sleep(0.3)  # its answers (task_end, clear_ask, clear_call_fn) are not a turn
     await baseline.client.connect()
-    client_cpu = 0.0
     for round_no in range(1, args.warmup + args.runs + 1):
         timed = round_no > args.warmup
         text = text_of(args.words, round_no)
         order = [tether, baseline] if round_no % 2 else [baseline, tether]
         for side in order:
-            cpu_before, client_before = side.server.cpu_seconds(), time.process_time()
+            (cpu_before, engine_before), client_before = side.server.cpu_seconds(), time.process_time()
             if side is tether:
                 turn = await tether_turn(side, text, args.timeout)
             else:
                 turn = await baseline_turn(side, text, round_no, args.timeout)
             if timed:
                 side.turns.append(turn)
-                side.cpu += side.server.cpu_seconds() - cpu_before
-                client_cpu += time.process_time() - client_before
+                cpu_after, engine_after = side.server.cpu_seconds()
+                side.cpu += cpu_after - cpu_before
+                side.engine_cpu += engine_after - engine_before
+                side.client_cpu += time.process_time() - client_before
             await asyncio.sleep(args.pause)
     await tether.client.close()
     await baseline.client.close()
-    return client_cpu
 
 
 # --- report -------------------------------------------------------------------------------------
@@ -385,22 +426,24 @@ def describe(args: argparse.Namespace, load: tuple[float, float]) -> str:
     layer = "channels-redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-memory channel layer"
     return (
         f"{database}, {layer}, {args.words} words/turn, {args.runs} runs + {args.warmup} warmup, "
-        f"{os.cpu_count()} cores, load avg {load[0]:.1f} -> {load[1]:.1f}"
+        f"{os.cpu_count()} cores, load avg {load[0]:.1f} -> {load[1]:.1f}, "
+        f"{'one event per token' if args.no_coalesce else 'waiting deltas merged'}"
         f"{', Tether daphne under cProfile' if args.profile else ''}"
     )
 
 
-def report(tether: Side, baseline: Side, args: argparse.Namespace, context: str, client_cpu: float) -> float:
+def report(tether: Side, baseline: Side, context: str) -> float:
     print()
     print(f"Tether token streaming vs a bare Channels consumer  ({context})")
     print()
     print(
-        f"{'run':>3}  {'tether tok/s':>12}  {'send->last':>10}  {'1st token ms':>12}  {'baseline tok/s':>14}"
+        f"{'run':>3}  {'tether tok/s':>12}  {'send->last':>10}  {'1st token ms':>12}  "
+        f"{'baseline tok/s':>14}  {'send->last':>10}  {'1st token ms':>12}"
     )
     for i, (t, b) in enumerate(zip(tether.turns, baseline.turns, strict=True), 1):
         print(
             f"{i:>3}  {t.stream_rate:>12,.0f}  {t.total_rate:>10,.0f}  {t.first_latency_ms:>12.1f}  "
-            f"{b.stream_rate:>14,.0f}"
+            f"{b.stream_rate:>14,.0f}  {b.total_rate:>10,.0f}  {b.first_latency_ms:>12.1f}"
         )
     print()
     rows = []
@@ -414,15 +457,21 @@ def report(tether: Side, baseline: Side, args: argparse.Namespace, context: str,
                 statistics.median(t.total_rate for t in turns),
                 statistics.median(t.first_latency_ms for t in turns),
                 side.cpu / tokens * 1e6,
-                turns[0].tokens,
+                side.engine_cpu / tokens * 1e6,
+                side.client_cpu / tokens * 1e6,
+                f"{turns[0].tokens}/{statistics.median(t.events for t in turns):.0f}",
             )
         )
     print(
-        f"{'server':<9} {'tokens/turn':>11}  {'median tok/s first->last':>24}  "
-        f"{'median tok/s send->last':>23}  {'median 1st token ms':>19}  {'server CPU us/token':>19}"
+        f"{'server':<9} {'tokens/events':>13}  {'median tok/s first->last':>24}  "
+        f"{'median tok/s send->last':>23}  {'median 1st token ms':>19}  {'CPU us/token: daphne':>20}  "
+        f"{'engine':>6}  {'client':>6}"
     )
-    for name, stream, total, latency, cpu, tokens in rows:
-        print(f"{name:<9} {tokens:>11}  {stream:>24,.0f}  {total:>23,.0f}  {latency:>19.1f}  {cpu:>19.1f}")
+    for name, stream, total, latency, cpu, engine, client, tokens in rows:
+        print(
+            f"{name:<9} {tokens:>13}  {stream:>24,.0f}  {total:>23,.0f}  {latency:>19.1f}  {cpu:>20.1f}  "
+            f"{engine:>6.1f}  {client:>6.1f}"
+        )
     ratio = rows[0][1] / rows[1][1]
     ratio_total = rows[0][2] / rows[1][2]
     verdict = "ok" if ratio >= BAR else "BELOW THE BAR"
@@ -431,10 +480,9 @@ def report(tether: Side, baseline: Side, args: argparse.Namespace, context: str,
         f"tether / baseline (first->last): {ratio:.2f}  [{verdict}] bar: at least {BAR} of the baseline"
         f"   (send->last: {ratio_total:.2f})"
     )
-    all_tokens = sum(t.tokens for t in tether.turns + baseline.turns)
     print(
-        f"every turn checked: token count, step id, and the tokens joined == update_message output; "
-        f"client CPU {client_cpu / all_tokens * 1e6:.1f} us/token (both servers)"
+        "every turn checked: all tokens arrived, for the streamed step, and joined they equal the "
+        "update_message output (none missing, doubled or out of order)"
     )
     return ratio
 
@@ -465,6 +513,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=0.1, help="seconds between turns")
     parser.add_argument("--timeout", type=float, default=60, help="seconds a turn may take")
     parser.add_argument("--profile", action="store_true", help="run the Tether daphne under cProfile")
+    parser.add_argument(
+        "--no-coalesce",
+        action="store_true",
+        help="one event per token: turn off the echo engine's merging of deltas already waiting in the pipe",
+    )
+    parser.add_argument(
+        "--tether-app",
+        default="chatproject.asgi:application",
+        help="the ASGI application the Tether daphne serves (to try a patched server)",
+    )
     parser.add_argument("--profile-lines", type=int, default=35)
     return parser.parse_args()
 
@@ -478,10 +536,10 @@ def main() -> int:
         if env.get("DATABASE_URL"):
             ensure_postgres_database(env["DATABASE_URL"])
         migrate(env)
-        token = api_token(env)
+        token = api_token(env, coalesce=not args.no_coalesce)
         profile_path = workdir / "tether.prof" if args.profile else None
         servers = [
-            Daphne("tether", "chatproject.asgi:application", env, workdir, "/accounts/login/", profile_path),
+            Daphne("tether", args.tether_app, env, workdir, "/accounts/login/", profile_path),
             Daphne("baseline", "bench.baseline_asgi:application", env, workdir, "/", None),
         ]
         try:
@@ -490,7 +548,7 @@ def main() -> int:
             tether = Side("tether", servers[0], StreamClient(servers[0].url, token))
             baseline = Side("baseline", servers[1], StreamClient(servers[1].url, None))
             load_before = os.getloadavg()[0]
-            client_cpu = asyncio.run(run_bench(tether, baseline, args))
+            asyncio.run(run_bench(tether, baseline, args))
             load_after = os.getloadavg()[0]
         except BaseException:
             for server in servers:
@@ -499,7 +557,9 @@ def main() -> int:
         finally:
             for server in servers:
                 server.stop()
-        ratio = report(tether, baseline, args, describe(args, (load_before, load_after)), client_cpu)
+            if env.get("DATABASE_URL"):
+                remove_bench_user()  # a SQLite database goes with the temp dir
+        ratio = report(tether, baseline, describe(args, (load_before, load_after)))
         if profile_path is not None:
             print_profile(profile_path, args.profile_lines)
     print(f"\ntotal {time.perf_counter() - started:.1f}s")

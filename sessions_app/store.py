@@ -165,7 +165,9 @@ def defer_step(session_id: uuid.UUID, step: dict[str, Any]) -> bool:
     with transaction.atomic():
         record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
         if record is None:
-            logger.info("session %s ended before its first interaction; step %s dropped", session_id, step["id"])
+            logger.info(
+                "session %s ended before its first interaction; step %s dropped", session_id, step["id"]
+            )
             return True
         if record.has_first_interaction:
             return False

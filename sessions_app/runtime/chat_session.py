@@ -206,10 +206,10 @@ class ChatSession:
                     self.engine_session_id = session_id
                     await transcript.save_engine_session_id(self.thread_id, session_id)
             case StreamDelta(message_id=message_id, text=text):
-                step_id = str(transcript.engine_step_id(self.thread_id, message_id))
-                if message_id not in self._streamed:
+                start = self._streamed.get(message_id)
+                if start is None:  # the step id is derived once per message, not per token
                     start = {
-                        "id": step_id,
+                        "id": str(transcript.engine_step_id(self.thread_id, message_id)),
                         "threadId": str(self.thread_id),
                         "type": "assistant_message",
                         "name": "assistant",
@@ -221,7 +221,7 @@ class ChatSession:
                     self._streamed[message_id] = start
                     await self.emit("stream_start", start)
                 await self.emit(
-                    "stream_token", {"id": step_id, "token": text, "isSequence": False, "isInput": False}
+                    "stream_token", {"id": start["id"], "token": text, "isSequence": False, "isInput": False}
                 )
             case AssistantText(message_id=message_id, text=text):
                 step = await transcript.write_engine_step(

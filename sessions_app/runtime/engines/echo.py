@@ -15,11 +15,13 @@ from sessions_app.runtime.engines.base import EngineError, UserTurn
 # Lines carry whole messages; a user turn with photos is megabytes long.
 LINE_LIMIT = 64 * 1024 * 1024
 CLOSE_GRACE = 5.0
+READ_CHUNK = 256 * 1024
 
 
 class EchoEngine:
     def __init__(self, options: dict[str, Any]) -> None:
         self.slow = float(options.get("slow", 0.0))
+        self.coalesce = bool(options.get("coalesce", True))
         self.state_dir = Path(options.get("state_dir") or settings.ECHO_STATE_DIR)
 
     async def start(self, *, resume: str | None = None) -> "EchoRun":
@@ -44,14 +46,15 @@ class EchoEngine:
             )
         except OSError as exc:
             raise EngineError(f"could not start the echo engine: {exc}") from exc
-        return EchoRun(process)
+        return EchoRun(process, coalesce=self.coalesce)
 
 
 class EchoRun:
     """One echo subprocess. ``closed`` is set once the process has exited."""
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, *, coalesce: bool = True) -> None:
         self.process = process
+        self.coalesce = coalesce
         self.closed = asyncio.Event()
         self._watcher = asyncio.create_task(self._watch())
 
@@ -77,9 +80,40 @@ class EchoRun:
         await self._write({"type": "user", "content": turn.content_blocks()})
 
     async def messages(self) -> AsyncIterator[dict[str, Any]]:
-        assert self.process.stdout is not None
-        while line := await self.process.stdout.readline():
-            yield json.loads(line)
+        """The engine's messages in order. Stream deltas of one message that are already
+        waiting in the pipe when the server gets to them are merged into one: a server that
+        keeps up sees every delta, one that falls behind catches up in bigger pieces, and the
+        text is the same either way."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        buffered = b""
+        while chunk := await stdout.read(READ_CHUNK):
+            lines = (buffered + chunk).split(b"\n")
+            buffered = lines.pop()
+            pending: dict[str, Any] | None = None
+            for line in lines:
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                if (
+                    self.coalesce
+                    and pending is not None
+                    and message.get("type") == "stream_event"
+                    and message.get("message_id") == pending["message_id"]
+                ):
+                    pending = {**pending, "delta": pending["delta"] + message["delta"]}
+                    continue
+                if pending is not None:
+                    yield pending
+                    pending = None
+                if message.get("type") == "stream_event":
+                    pending = message
+                else:
+                    yield message
+            if pending is not None:
+                yield pending
+        if buffered.strip():
+            yield json.loads(buffered)
         await self.process.wait()
 
     async def interrupt(self) -> None:

@@ -29,13 +29,13 @@ async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
 async def test_a_turn_streams_and_lands_in_the_transcript(make_thread, echo, sink):
     thread = await make_thread()
     session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
-    assert await session.send(await turn(thread, "hello world"))
+    assert await session.send(await turn(thread, "!slow 0.02\nhello world"))
     await wait_until(lambda: sink.named("task_end"))
     tokens = [t["token"] for t in sink.named("stream_token")]
-    assert "".join(tokens) == "Echo #1: hello world" and len(tokens) == 4
+    assert tokens == ["Echo", " #1:", " hello", " world"]  # a server that keeps up gets every delta
     steps = await transcript(thread)
     assert [(s.type, s.output) for s in steps] == [
-        ("user_message", "hello world"),
+        ("user_message", "!slow 0.02\nhello world"),
         ("assistant_message", "Echo #1: hello world"),
     ]
     assert session.engine_session_id and session.phase is Phase.READY
@@ -160,4 +160,17 @@ async def test_in_the_close_window_send_refuses_instead_of_racing_a_second_run(m
     assert session.in_close_window()
     assert not await session.send(await turn(thread, "too early"))
     assert session.runs_started == 1
+    await session.stop()
+
+
+async def test_a_fast_reply_may_arrive_in_bigger_pieces_but_whole_and_in_order(make_thread, echo, sink):
+    thread = await make_thread()
+    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    words = " ".join(f"w{i}" for i in range(3000))
+    await session.send(await turn(thread, words))
+    await wait_until(lambda: sink.named("task_end"))
+    tokens = [t["token"] for t in sink.named("stream_token")]
+    assert "".join(tokens) == f"Echo #1: {words}"
+    assert len({t["id"] for t in sink.named("stream_token")}) == 1
+    assert sink.named("update_message")[-1]["output"] == f"Echo #1: {words}"
     await session.stop()
