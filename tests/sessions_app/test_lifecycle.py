@@ -245,3 +245,39 @@ async def test_session_expires_after_timeout_and_ends_once(server_factory, make_
     await client.wait_text("greeting")
     assert len(server.hooks(client.session_id, "on_chat_start")) == 2
     await client.disconnect()
+
+
+async def test_edit_message_rewrites_the_message_drops_what_followed_and_answers_again(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    first_id = str(uuid.uuid4())
+    answer = await client.send("first", first_id)
+    await client.wait_text("echo: first")
+    await client.send("second")
+    await client.wait_text("echo: second")
+    client.events.clear()
+    edited = await client.call("edit_message", {"message": {"id": first_id, "output": "first, edited"}})
+    assert edited["messageId"] == first_id
+    await client.wait_text("echo: first, edited")
+    deleted = {m["output"] for m in client.named("delete_message")}
+    assert deleted == {"echo: first", "second", "echo: second"}
+    outputs = [s.output async for s in Step.objects.filter(thread_id=answer["threadId"]).order_by("seq")]
+    assert outputs == ["greeting", "first, edited", "echo: first, edited"]
+    bad = await client.call("edit_message", {"message": {"id": str(uuid.uuid4()), "output": "x"}})
+    assert "error" in bad
+    await client.disconnect()
+
+
+async def test_chat_settings_change_is_kept_in_the_user_session(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    answer = await client.send("hello")
+    await client.wait_text("echo: hello")
+    await client.call("chat_settings_change", {"temperature": 0.2})
+    thread = await Thread.objects.aget(pk=answer["threadId"])
+    assert thread.chat_settings == {"temperature": 0.2}
+    assert thread.metadata["chat_settings"] == {"temperature": 0.2}
+    bad = await client.call("chat_settings_change", ["not", "an", "object"])
+    assert "error" in bad
+    await client.disconnect()
