@@ -1,10 +1,13 @@
 """Fixtures: daphne servers running the real ASGI app against the test database."""
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.conf import settings
+from django.core.management.base import CommandError
+from django.core.management.commands import flush
 from django.db import connections
 
 from tests.support.server import ServerFactory, drop_stray_connections
@@ -17,6 +20,28 @@ pytest_plugins: list[str] = []
 FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
 os.environ["PASSWORD_HASHERS"] = FAST_HASHER
 settings.PASSWORD_HASHERS = [FAST_HASHER]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _flush_survives_live_servers():  # type: ignore[no-untyped-def]
+    """Between tests the database is emptied with TRUNCATE while the test's daphne servers
+    may still be writing (a heartbeat, a save on disconnect); PostgreSQL can then report a
+    deadlock. The flush is retried instead of failing the test that just passed."""
+    original = flush.Command.handle
+
+    def handle(self, **options):  # type: ignore[no-untyped-def]
+        for attempt in range(10):
+            try:
+                return original(self, **options)
+            except CommandError as exc:
+                if "deadlock detected" not in str(exc.__cause__) or attempt == 9:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
+        return None
+
+    flush.Command.handle = handle
+    yield
+    flush.Command.handle = original
 
 
 @pytest.fixture(scope="session")
