@@ -1,6 +1,7 @@
 """The chat endpoint at ``/ws/socket.io/``: parses, authorises, calls ``lifecycle``."""
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -8,6 +9,7 @@ from sessions_app import lifecycle
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
+from sessions_app.runtime.bridge import thread_group
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
 
 logger = logging.getLogger(__name__)
@@ -15,6 +17,7 @@ logger = logging.getLogger(__name__)
 
 class ChatConsumer(SocketIOConsumer):
     live: LiveSession | None = None
+    thread_group: str | None = None  # the bus of the thread this socket shows
 
     async def socketio_connect(self, auth: dict[str, Any]) -> None:
         if "token_user" in self.scope:
@@ -41,6 +44,7 @@ class ChatConsumer(SocketIOConsumer):
             return
         local_sockets.detach(live.id, self)
         await self.channel_layer.group_discard(session_group(live.id), self.channel_name)
+        await self._follow_thread(None)
         await lifecycle.disconnect(live, self.channel_name)
 
     async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
@@ -58,7 +62,20 @@ class ChatConsumer(SocketIOConsumer):
         except lifecycle.BadRequest as bad:
             await self.emit_error(str(bad), event=event, ack_id=ack_id)
             return
+        live = self.live
+        await self._follow_thread(live.thread_id if live and live.has_first_interaction else None)
         await self.ack(ack_id, answer)
+
+    async def _follow_thread(self, thread_id: uuid.UUID | None) -> None:
+        """Be on the bus of the thread this socket shows (and only that one)."""
+        group = thread_group(thread_id) if thread_id else None
+        if group == self.thread_group:
+            return
+        if self.thread_group:
+            await self.channel_layer.group_discard(self.thread_group, self.channel_name)
+        if group:
+            await self.channel_layer.group_add(group, self.channel_name)
+        self.thread_group = group
 
     def _handlers(self) -> dict[str, Callable[[LiveSession, Any], Awaitable[Any]]]:
         return {
@@ -75,10 +92,14 @@ class ChatConsumer(SocketIOConsumer):
     async def session_emit(self, message: dict[str, Any]) -> None:
         await self.emit(message["event"], *message["args"])
 
+    async def thread_event(self, message: dict[str, Any]) -> None:
+        await self.emit(message["event"], message["data"])
+
     async def session_superseded(self, message: dict[str, Any]) -> None:
         """Another socket restored this session; this one steps aside."""
         if self.live is not None:
             local_sockets.detach(self.live.id, self)
             await self.channel_layer.group_discard(session_group(self.live.id), self.channel_name)
+            await self._follow_thread(None)
             self.live = None
         await self.close()

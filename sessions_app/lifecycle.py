@@ -32,6 +32,7 @@ from sessions_app.live import LiveSession, live_sessions
 from sessions_app.runtime import bridge
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
+from threads_app.models import Thread
 from threads_app.selectors import owned_thread_dict, thread_owner_id
 
 logger = logging.getLogger(__name__)
@@ -225,8 +226,11 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     if hooks.engine_runtime:
         if not live.has_first_interaction:
             await _first_interaction(live, text)
+        thread = await Thread.objects.aget(pk=live.thread_id)
         try:
-            return await bridge.submit(live.id, live.user, live.thread_id, message_id, text)
+            return await bridge.accept_and_submit(
+                user=live.user, thread=thread, message_id=message_id, text=text, session_id=live.id
+            )
         except thread_services.MessageConflict:
             raise BadRequest("this message id was already used for a different message") from None
     message = await accept_user_message(live, message_id, text)

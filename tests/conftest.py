@@ -59,6 +59,14 @@ def server(server_factory):  # type: ignore[no-untyped-def]
     return server_factory.start()
 
 
+@pytest.fixture(scope="session")
+def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """A daphne process running the default app: messages go to the echo engine runtime."""
+    return server_factory.start(
+        CHAT_APP="sessions_app.default_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo"))
+    )
+
+
 @pytest.fixture
 def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
     """``make_user()`` creates a user (``.raw_password`` set), also from async tests: the ORM

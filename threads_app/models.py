@@ -111,6 +111,9 @@ class AcceptedMessage(models.Model):
     images = models.JSONField(default=list, blank=True)
     accepted_at = models.DateTimeField(auto_now_add=True)
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    # Whether the send had to wait behind a running turn, as first answered; repeats of the
+    # same message id (also concurrent ones) get this same answer.
+    queued = models.BooleanField(null=True, blank=True)
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:

@@ -120,6 +120,33 @@ def accept_message(
             )
     except IntegrityError:
         existing = AcceptedMessage.objects.get(pk=message_id)
-    if existing.thread_id != thread.pk or existing.author_id != author.pk or existing.text != text:
+    same = (
+        existing.thread_id == thread.pk
+        and existing.author_id == author.pk
+        and existing.text == text
+        and existing.images == images
+    )
+    if not same:
         raise MessageConflict(str(message_id)) from None
     return existing, False
+
+
+def record_queued(message_id: uuid.UUID, queued: bool) -> None:
+    """Keep the first answer's ``queued`` so that repeats of the message id get the same one."""
+    AcceptedMessage.objects.filter(pk=message_id, queued__isnull=True).update(queued=queued)
+
+
+def settled_queued(message_id: uuid.UUID) -> bool | None:
+    return AcceptedMessage.objects.filter(pk=message_id).values_list("queued", flat=True).first()
+
+
+def rename_thread(thread: Thread, name: str) -> Thread:
+    """Give the thread a new name (already validated: at most ``THREAD_NAME_MAX`` characters)."""
+    thread.name = name
+    thread.save(update_fields=["name", "updated_at"])
+    return thread
+
+
+def soft_delete_thread(thread: Thread) -> None:
+    """Mark the thread deleted; it vanishes from every read. Its rows are kept."""
+    Thread.objects.filter(pk=thread.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())

@@ -7,6 +7,7 @@ mailbox and the answer comes back. What a session emits goes to every web sessio
 the thread (its audience), wherever their sockets are.
 """
 
+import asyncio
 import contextlib
 import logging
 import threading
@@ -14,6 +15,7 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 
 from sessions_app.emitter import emit_to_session
 from sessions_app.mailbox import MailboxError, mailbox
@@ -22,7 +24,8 @@ from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.ownership import owner_of
 from sessions_app.runtime.pool import pools
 from threads_app.models import Box, Thread
-from threads_app.services import accept_message
+from threads_app.services import accept_message, record_queued, settled_queued
+from threads_app.wire import iso
 
 logger = logging.getLogger(__name__)
 
@@ -86,9 +89,15 @@ async def _submit_here(request: dict[str, Any]) -> bool:
     thread_id = uuid.UUID(request["thread"])
     box = await _box_of(thread_id)
     assert box is not None
-    audiences.of(thread_id).add(uuid.UUID(request["session"]))
+    if request.get("session"):
+        audiences.of(thread_id).add(uuid.UUID(request["session"]))
     session = await _chat_session(box, thread_id, request["author"])
-    return session.submit_soon(UserTurn(text=request["text"], accepted_ids=[uuid.UUID(request["message"])]))
+    turn = UserTurn(
+        text=request["text"],
+        images=list(request.get("images") or []),
+        accepted_ids=[uuid.UUID(request["message"])],
+    )
+    return session.submit_soon(turn)
 
 
 async def _watch_here(request: dict[str, Any]) -> bool:
@@ -138,33 +147,84 @@ async def _at_owner(box: Box, request: dict[str, Any]) -> Any:
 # --- what the lifecycle calls ----------------------------------------------------------------
 
 
-async def submit(
-    session_id: uuid.UUID, user: Any, thread_id: uuid.UUID, message_id: uuid.UUID, text: str
+def thread_group(thread_id: uuid.UUID) -> str:
+    """The channel-layer group of every socket showing this thread (the thread's bus)."""
+    return f"thread.{thread_id.hex}"
+
+
+SETTLE_POLL = 0.02
+SETTLE_WAIT = 10.0
+
+
+async def _settled_queued(message_id: uuid.UUID) -> bool:
+    """The first answer's ``queued`` for a repeated message id; waits while that first
+    request is still in flight (it records the value right before answering)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETTLE_WAIT
+    while (queued := await database_sync_to_async(settled_queued)(message_id)) is None:
+        if loop.time() > deadline:
+            return True  # accepted and durable; it is waiting somewhere
+        await asyncio.sleep(SETTLE_POLL)
+    return queued
+
+
+async def accept_and_submit(
+    *,
+    user: Any,
+    thread: Thread,
+    message_id: uuid.UUID,
+    text: str,
+    images: list[dict[str, Any]] | None = None,
+    session_id: uuid.UUID | None = None,
 ) -> dict[str, Any]:
-    """Accept a user message and hand it to the thread's ChatSession; the answer comes first."""
-    box = await _box_of(thread_id)
-    assert box is not None, "the thread exists once the first interaction happened"
-    thread = await Thread.objects.aget(pk=thread_id)
+    """The one acceptance path of every send (socket ``client_message`` and the HTTP API).
+
+    The AcceptedMessage row is committed and ``chat-user-message`` is on the thread's bus
+    before the answer; then the message goes to the thread's ChatSession (now, or queued).
+    The message id is the idempotency key: a repeat, also a concurrent one, gets the same
+    answer and makes no second record. Raises MessageConflict for a reused id with other
+    content.
+    """
+    images = images or []
     accepted, created = await database_sync_to_async(accept_message)(
-        message_id=message_id, thread=thread, author=user, text=text
+        message_id=message_id, thread=thread, author=user, text=text, images=images
     )
-    answer = {"threadId": str(thread_id), "messageId": str(message_id)}
+    answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
     if not created:
-        return {**answer, "queued": accepted.state == accepted.State.PENDING}
+        return {**answer, "queued": await _settled_queued(message_id)}
+    await get_channel_layer().group_send(
+        thread_group(thread.pk),
+        {
+            "type": "thread.event",
+            "event": "chat-user-message",
+            "data": {
+                "threadId": str(thread.pk),
+                "messageId": str(message_id),
+                "text": text,
+                "imageCount": len(images),
+                "author": user.get_username(),
+                "acceptedAt": iso(accepted.accepted_at),
+            },
+        },
+    )
     request = {
         "type": "runtime.submit",
-        "thread": str(thread_id),
-        "session": str(session_id),
+        "thread": str(thread.pk),
+        "session": str(session_id) if session_id else None,
         "author": user.get_username(),
         "message": str(message_id),
         "text": text,
+        "images": images,
     }
+    box = await _box_of(thread.pk)
+    assert box is not None
     try:
-        queued = await _at_owner(box, request)
+        queued = bool(await _at_owner(box, request))
     except MailboxError:
         # Accepted and durable: the box's next owner re-queues it when it opens the thread.
         logger.warning("box %s owner unreachable; message %s stays pending", box.id, message_id)
         queued = True
+    await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
 
 

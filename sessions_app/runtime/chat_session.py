@@ -70,6 +70,7 @@ class ChatSession:
         self._pump_task: asyncio.Task | None = None
         self._handing_over = 0
         self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
+        self._transcribed: set[uuid.UUID] = set()  # accepted ids whose user step was written
         self._background: set[asyncio.Task] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
         self._idle = asyncio.Event()
@@ -103,7 +104,10 @@ class ChatSession:
             return False
         if self.phase is Phase.IDLE:
             if not await self._start_run():
-                self.queue.insert(0, turn)
+                if self._stop_requested:  # stop() came while the engine started: drop it too
+                    self._drop([turn])
+                else:
+                    self.queue.insert(0, turn)
                 return True
             if self.queue:  # sends that arrived while starting ride the first turn
                 turn = UserTurn.merge([turn, *self.queue])
@@ -187,6 +191,7 @@ class ChatSession:
             self._move(Phase.READY)
             self.queue.insert(0, turn)
             raise
+        self._transcribed.update(turn.accepted_ids)
         await self.emit("task_start", None)
         await self.emit("new_message", step)
         try:
@@ -194,8 +199,10 @@ class ChatSession:
         except EngineError:
             # The run died before taking the turn: keep it first in line for the fresh run the
             # close handler starts (its user step is rewritten under the same id, not twice).
+            # If that close handler already ran, nobody would drain it: it ended with the run.
             logger.warning("run of thread %s died as a turn was sent", self.thread_id)
-            self.queue.insert(0, turn)
+            if self.run is run:
+                self.queue.insert(0, turn)
 
     # --- the pump's callbacks ------------------------------------------------------------------
 
@@ -278,7 +285,10 @@ class ChatSession:
         if was_streaming:
             await self.emit("new_message", await self._error_step(ENGINE_DIED_TEXT))
             await self.emit("task_end", None)
-        if not was_stopping and self.queue:
+        if was_stopping:  # sends refused while stopping were queued after stop() dropped the rest
+            self._drop(self.queue)
+            self.queue.clear()
+        elif self.queue:
             merged = UserTurn.merge(self.queue)
             self.queue.clear()
             await self.send(merged)
@@ -297,7 +307,7 @@ class ChatSession:
 
     async def stop(self) -> None:
         """Interrupt and close the run, drop the queue; the close handler will not drain."""
-        self.dropped.extend(i for turn in self.queue for i in turn.accepted_ids)
+        self._drop(self.queue)
         self.queue.clear()
         if self.phase is Phase.STARTING:
             self._stop_requested = True
@@ -312,6 +322,11 @@ class ChatSession:
         await run.interrupt()
         await run.close()
         await self.wait_idle()
+
+    def _drop(self, turns: list[UserTurn]) -> None:
+        """Record the accepted ids a stop drops. A turn re-queued after its run died is already
+        transcribed: it stays in the transcript, unanswered, and is not dropped as well."""
+        self.dropped.extend(i for turn in turns for i in turn.accepted_ids if i not in self._transcribed)
 
     async def restart(self) -> None:
         """Close the run without stopping: the close handler drains into a fresh run."""

@@ -88,12 +88,15 @@ class ChatThreadSession:
     async def send(self, turn: UserTurn) -> TurnResponse:
         if self.is_busy():
             raise SessionBusy(str(self.thread_id))
+        self._texts, self._step_ids = [], []
+        self._turn = asyncio.get_running_loop().create_future()  # park() waits from the start
         if self.phase is Phase.IDLE:
             self._move(Phase.STARTING)
             try:
                 run = await self.engine.start(resume=self.engine_session_id)
             except EngineError:
                 self._move(Phase.IDLE)
+                self._finish(TurnResponse("The engine could not start.", True, "error"))
                 raise
             self.run = run
             self.runs_started += 1
@@ -102,16 +105,15 @@ class ChatThreadSession:
             self._pump_task = asyncio.create_task(
                 pump_run(run, self._on_message, lambda err: self._on_close(run, err))
             )
-        assert self.run is not None
+        run = self.run  # the close handler may clear self.run while the user step is written
+        assert run is not None
         self._move(Phase.STREAMING)
-        self._texts, self._step_ids = [], []
-        self._turn = asyncio.get_running_loop().create_future()
         try:
             await transcript.write_user_step(self.thread_id, turn, self.author)
         except Exception:
             self._move(Phase.READY)  # the engine never saw the turn
             raise
-        await self.run.send(turn)
+        await run.send(turn)
         return await self._turn
 
     async def _on_message(self, message: ChatMessage) -> None:

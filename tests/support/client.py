@@ -110,3 +110,12 @@ class ChatClient:
 
     async def wait_text(self, text: str, timeout: float = 10) -> None:
         await self.wait_for(lambda c: text in c.texts(), timeout)
+
+
+async def api_token(user) -> str:  # type: ignore[no-untyped-def]
+    """A DRF API token for ``user`` (what ``manage.py create_chat_user`` hands integrators)."""
+    from asgiref.sync import sync_to_async
+    from rest_framework.authtoken.models import Token
+
+    token, _ = await sync_to_async(Token.objects.get_or_create)(user=user)
+    return token.key

@@ -8,6 +8,7 @@ import pytest
 
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.engines.echo import EchoEngine
 from sessions_app.runtime.phases import Phase
 from tests.sessions_app.runtime.conftest import accept, accepted_ids_in, transcript
 
@@ -28,11 +29,12 @@ async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
 
 async def test_a_turn_streams_and_lands_in_the_transcript(make_thread, echo, sink):
     thread = await make_thread()
-    session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
+    one_event_per_token = EchoEngine({"state_dir": str(echo.state_dir), "coalesce": False})
+    session = ChatSession(thread_id=thread.id, engine=one_event_per_token, emit=sink)
     assert await session.send(await turn(thread, "!slow 0.02\nhello world"))
     await wait_until(lambda: sink.named("task_end"))
     tokens = [t["token"] for t in sink.named("stream_token")]
-    assert tokens == ["Echo", " #1:", " hello", " world"]  # a server that keeps up gets every delta
+    assert tokens == ["Echo", " #1:", " hello", " world"]
     steps = await transcript(thread)
     assert [(s.type, s.output) for s in steps] == [
         ("user_message", "!slow 0.02\nhello world"),
