@@ -1,10 +1,13 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
+from django.views.defaults import page_not_found
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatproject import views
 from sessions_app.api import SendView
+from sessions_app.integrations import IntegrationMessageView
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -15,4 +18,17 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("threads_app.urls")),
     path("api/chat/send", SendView.as_view(), name="chat-send"),
+    path(
+        "api/integrations/threads/<uuid:thread_id>/messages/",
+        IntegrationMessageView.as_view(),
+        name="integration-thread-message",
+    ),
 ]
+
+
+def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """API clients get DRF's JSON 404 body for any path under /api/ that matches no route
+    (the schema documents JSON errors); everything else gets Django's page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return page_not_found(request, exception)

@@ -8,6 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from asgiref.sync import async_to_sync
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
@@ -39,7 +40,7 @@ class SendAnswerSerializer(serializers.Serializer):
     queued = serializers.BooleanField(help_text="True when it waits behind a turn already running.")
 
 
-class ConflictSerializer(serializers.Serializer):
+class DetailSerializer(serializers.Serializer):
     detail = serializers.CharField()
 
 
@@ -51,9 +52,12 @@ class SendView(APIView):
         request=SendRequestSerializer,
         responses={
             200: SendAnswerSerializer,
-            400: OpenApiResponse(description="Invalid body (DRF validation errors)."),
-            404: OpenApiResponse(description="No such thread for this user."),
-            409: ConflictSerializer,
+            400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid body: DRF's errors by field."),
+            401: OpenApiResponse(DetailSerializer, description="No credentials."),
+            403: OpenApiResponse(DetailSerializer, description="Session without a CSRF token."),
+            404: OpenApiResponse(DetailSerializer, description="No such thread for this user."),
+            409: OpenApiResponse(DetailSerializer, description="The messageId was used for another message."),
+            429: OpenApiResponse(DetailSerializer, description="Too many sends; see Retry-After."),
         },
     )
     def post(self, request: Request) -> Response:

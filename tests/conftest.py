@@ -19,6 +19,8 @@ pytest_plugins: list[str] = []
 # tests start inherit it through the environment.
 FAST_HASHER = "django.contrib.auth.hashers.MD5PasswordHasher"
 os.environ["PASSWORD_HASHERS"] = FAST_HASHER
+# Rate-limit counters live in Redis when it is configured; each run counts on its own.
+os.environ["CACHE_KEY_PREFIX"] = f"tether-test-{os.urandom(4).hex()}"
 settings.PASSWORD_HASHERS = [FAST_HASHER]
 
 

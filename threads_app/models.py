@@ -1,9 +1,15 @@
 """The durable records of a conversation: boxes, threads, transcript steps, accepted sends."""
 
+import secrets
 import uuid
 
 from django.conf import settings
 from django.db import models
+
+
+def new_webhook_secret() -> str:
+    """A random key for signing a box's webhook deliveries (``sessions_app.webhooks``)."""
+    return secrets.token_hex(32)
 
 
 class Box(models.Model):
@@ -15,6 +21,8 @@ class Box(models.Model):
     engine = models.CharField(max_length=50, default="echo")
     engine_options = models.JSONField(default=dict, blank=True)
     webhook_url = models.URLField(blank=True, default="")
+    # The HMAC-SHA256 key of the ``X-Tether-Signature`` header on deliveries to webhook_url.
+    webhook_secret = models.CharField(max_length=128, blank=True, default=new_webhook_secret)
     # The process whose pool runs this box's sessions (its mailbox channel) and its heartbeat;
     # see sessions_app.runtime.ownership.
     runtime_owner = models.CharField(max_length=200, blank=True, default="")

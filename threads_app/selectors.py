@@ -4,9 +4,10 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
 
-from threads_app.models import Box, Step, Thread
-from threads_app.wire import STEP_FIELDS, step_row_to_dict, thread_to_dict
+from threads_app.models import AcceptedMessage, Box, Step, Thread
+from threads_app.wire import STEP_FIELDS, iso, step_row_to_dict, thread_to_dict
 
 
 def thread_owner_id(thread_id: uuid.UUID) -> int | None:
@@ -43,3 +44,65 @@ def default_box_for(user: AbstractBaseUser) -> Box:
     """The user's workspace, created on first use."""
     box, _ = Box.objects.get_or_create(owner=user, name="default")
     return box
+
+
+# --- API reads ------------------------------------------------------------------------
+
+
+def owned_threads(user: AbstractBaseUser) -> QuerySet[Thread]:
+    """The user's live threads; every API lookup starts here, so a foreign, deleted or
+    missing id is simply not found."""
+    return Thread.objects.select_related("owner").filter(owner=user, deleted_at__isnull=True)
+
+
+def history_page(thread_id: uuid.UUID, *, after_seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, and whether more follow."""
+    rows = list(
+        Step.objects.filter(thread_id=thread_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values(*STEP_FIELDS)[: limit + 1]
+    )
+    return [step_row_to_dict(row) for row in rows[:limit]], len(rows) > limit
+
+
+def last_step_dicts(thread_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+    """The last ``limit`` StepDicts of the transcript, in ``seq`` order."""
+    rows = Step.objects.filter(thread_id=thread_id).order_by("-seq").values(*STEP_FIELDS)[:limit]
+    return [step_row_to_dict(row) for row in reversed(list(rows))]
+
+
+def pending_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
+    """Acceptance records of the thread not yet transcribed, oldest first."""
+    rows = (
+        AcceptedMessage.objects.filter(thread_id=thread_id, state=AcceptedMessage.State.PENDING)
+        .order_by("accepted_at", "id")
+        .values("id", "text", "accepted_at", "images")
+    )
+    return [
+        {
+            "id": str(row["id"]),
+            "text": row["text"],
+            "acceptedAt": iso(row["accepted_at"]),
+            "images": row["images"],
+        }
+        for row in rows
+    ]
+
+
+def thread_summary(thread: Thread) -> dict[str, Any]:
+    """The ThreadDict of a thread without its transcript (``steps`` is empty)."""
+    return thread_to_dict(thread)
+
+
+def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
+    """What a client needs to show a thread: ``{thread, entries, pending}``.
+
+    ``entries`` is the transcript (the last ``limit`` steps when given), ``pending`` the sends
+    accepted but not yet transcribed. The two are never compared here: the client retires a
+    pending entry when a transcript user step carries its id. ``pending`` is read *before*
+    the transcript, so a message transcribed between the two reads shows up in both (the
+    client drops the duplicate) rather than in neither.
+    """
+    pending = pending_dicts(thread.pk)
+    entries = step_dicts(thread.pk) if limit is None else last_step_dicts(thread.pk, limit)
+    return {"thread": thread_summary(thread), "entries": entries, "pending": pending}

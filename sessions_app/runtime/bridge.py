@@ -119,11 +119,20 @@ async def _forget_here(request: dict[str, Any]) -> None:
     audiences.leave_all(uuid.UUID(request["session"]))
 
 
+async def _integration_here(request: dict[str, Any]) -> str:
+    """An integration thread's message (``sessions_app.integrations``, imported here lazily: it
+    imports this module)."""
+    from sessions_app.integrations import accept_here
+
+    return await accept_here(request)
+
+
 HANDLERS = {
     "runtime.submit": _submit_here,
     "runtime.watch": _watch_here,
     "runtime.stop": _stop_here,
     "runtime.forget": _forget_here,
+    "runtime.integration": _integration_here,
 }
 for _kind, _handler in HANDLERS.items():
     mailbox.register(_kind, _handler)

@@ -70,7 +70,6 @@ class ChatSession:
         self._pump_task: asyncio.Task | None = None
         self._handing_over = 0
         self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
-        self._transcribed: set[uuid.UUID] = set()  # accepted ids whose user step was written
         self._background: set[asyncio.Task] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
         self._idle = asyncio.Event()
@@ -191,18 +190,15 @@ class ChatSession:
             self._move(Phase.READY)
             self.queue.insert(0, turn)
             raise
-        self._transcribed.update(turn.accepted_ids)
         await self.emit("task_start", None)
         await self.emit("new_message", step)
         try:
             await run.send(turn)
         except EngineError:
-            # The run died before taking the turn: keep it first in line for the fresh run the
-            # close handler starts (its user step is rewritten under the same id, not twice).
-            # If that close handler already ran, nobody would drain it: it ended with the run.
+            # The run died before taking the turn. It is transcribed already, so it ends with the
+            # run like a turn cut mid-stream (the close handler says so); queued again, it could
+            # be merged behind another turn and transcribed twice, or dropped by a stop as well.
             logger.warning("run of thread %s died as a turn was sent", self.thread_id)
-            if self.run is run:
-                self.queue.insert(0, turn)
 
     # --- the pump's callbacks ------------------------------------------------------------------
 
@@ -291,7 +287,7 @@ class ChatSession:
         elif self.queue:
             merged = UserTurn.merge(self.queue)
             self.queue.clear()
-            await self.send(merged)
+            await self.submit(merged)  # a send that came meanwhile may be starting a run: ride it
 
     async def _error_step(self, text: str) -> dict[str, Any]:
         return await transcript.write_engine_step(
@@ -324,9 +320,8 @@ class ChatSession:
         await self.wait_idle()
 
     def _drop(self, turns: list[UserTurn]) -> None:
-        """Record the accepted ids a stop drops. A turn re-queued after its run died is already
-        transcribed: it stays in the transcript, unanswered, and is not dropped as well."""
-        self.dropped.extend(i for turn in turns for i in turn.accepted_ids if i not in self._transcribed)
+        """Record the accepted ids a stop drops (queued turns are never transcribed yet)."""
+        self.dropped.extend(i for turn in turns for i in turn.accepted_ids)
 
     async def restart(self) -> None:
         """Close the run without stopping: the close handler drains into a fresh run."""

@@ -1,0 +1,52 @@
+"""Pagination of the thread list (a cursor, newest first) and of a transcript (by ``seq``)."""
+
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+from rest_framework.exceptions import NotFound
+from rest_framework.pagination import Cursor, CursorPagination
+from rest_framework.request import Request
+from rest_framework.utils.urls import replace_query_param
+
+from threads_app.selectors import history_page
+
+
+class ThreadCursorPagination(CursorPagination):
+    """Threads newest first (``updated_at``, ties broken by id); ``?cursor=`` and ``?limit=``."""
+
+    ordering = ("-updated_at", "-id")
+    page_size = 20
+    page_size_query_param = "limit"
+    max_page_size = 100
+
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        cursor = super().decode_cursor(request)
+        # A hand-made cursor whose position is not a timestamp would otherwise reach the
+        # query and fail there: it is as invalid as an undecodable one.
+        if cursor is not None and cursor.position is not None:
+            try:
+                valid = parse_datetime(cursor.position) is not None
+            except ValueError:
+                valid = False
+            if not valid:
+                raise NotFound(self.invalid_cursor_message)
+        return cursor
+
+
+class SeqPagination:
+    """A transcript page: the steps after ``after_seq`` in ``seq`` order, at most ``limit``.
+
+    ``next`` repeats the request with ``after_seq`` set to the last seq returned, or is null
+    when nothing follows (yet: a client polling for new entries asks again with that seq).
+    """
+
+    default_limit = 100
+    max_limit = 500
+
+    def paginate(self, request: Request, thread_id: Any, *, after_seq: int, limit: int) -> dict[str, Any]:
+        results, more = history_page(thread_id, after_seq=after_seq, limit=limit)
+        next_url = None
+        if more:
+            url = replace_query_param(request.build_absolute_uri(), "after_seq", results[-1]["seq"])
+            next_url = replace_query_param(url, "limit", limit)
+        return {"next": next_url, "results": results}

@@ -1,0 +1,182 @@
+"""Serializers of the threads API.
+
+The response bodies are built by ``threads_app.wire`` (Chainlit's ThreadDict / StepDict field
+names); the response serializers here pass those dictionaries through and exist to describe
+them in the OpenAPI schema. The request and query serializers validate input.
+"""
+
+from typing import Any
+
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from threads_app.models import StepType, Thread
+from threads_app.pagination import SeqPagination
+from threads_app.selectors import thread_summary
+from threads_app.services import THREAD_NAME_MAX
+
+# The largest value a BigIntegerField (``Step.seq``) holds; bigger query values are rejected
+# as invalid rather than overflowing in the database.
+MAX_SEQ = 2**63 - 1
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses numbers and booleans instead of turning them into text."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+# --- Responses ------------------------------------------------------------------------
+
+
+class StepSerializer(serializers.Serializer):
+    """A transcript entry, Chainlit's StepDict (plus ``seq``)."""
+
+    id = serializers.UUIDField(read_only=True)
+    threadId = serializers.UUIDField(read_only=True)
+    parentId = serializers.UUIDField(read_only=True, allow_null=True)
+    seq = serializers.IntegerField(read_only=True, help_text="Position in the thread's transcript.")
+    type = serializers.CharField(read_only=True, help_text=f"One of {', '.join(StepType.values)}.")
+    name = serializers.CharField(read_only=True)
+    output = serializers.CharField(read_only=True)
+    content = serializers.JSONField(read_only=True, help_text="Content blocks (may hold images).")
+    metadata = serializers.JSONField(read_only=True)
+    isError = serializers.BooleanField(read_only=True)
+    streaming = serializers.BooleanField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    start = serializers.DateTimeField(read_only=True, allow_null=True)
+    end = serializers.DateTimeField(read_only=True, allow_null=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class ThreadSerializer(serializers.Serializer):
+    """A thread, Chainlit's ThreadDict without its transcript (``steps`` is empty: read the
+    transcript with ``history`` or ``bootstrap``)."""
+
+    id = serializers.UUIDField(read_only=True)
+    createdAt = serializers.DateTimeField(read_only=True)
+    updatedAt = serializers.DateTimeField(read_only=True)
+    name = serializers.CharField(read_only=True)
+    userId = serializers.CharField(read_only=True)
+    userIdentifier = serializers.CharField(read_only=True)
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    metadata = serializers.JSONField(read_only=True, help_text="The persisted user session of the chat.")
+    steps = StepSerializer(many=True, read_only=True)
+    elements = serializers.ListField(child=serializers.JSONField(), read_only=True)
+
+    def to_representation(self, instance: Thread) -> dict[str, Any]:
+        return thread_summary(instance)
+
+
+class HistorySerializer(serializers.Serializer):
+    """A page of the transcript."""
+
+    next = serializers.URLField(
+        read_only=True, allow_null=True, help_text="The next page, or null when nothing follows yet."
+    )
+    results = StepSerializer(many=True, read_only=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class PendingMessageSerializer(serializers.Serializer):
+    """A send accepted but not yet in the transcript."""
+
+    id = serializers.UUIDField(read_only=True, help_text="The client's message id.")
+    text = serializers.CharField(read_only=True)
+    acceptedAt = serializers.DateTimeField(read_only=True)
+    images = serializers.ListField(child=serializers.JSONField(), read_only=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+class BootstrapSerializer(serializers.Serializer):
+    """What a client needs to show a thread. The client retires a ``pending`` entry when a
+    transcript user step carries its id; the server never compares the two lists."""
+
+    thread = ThreadSerializer(read_only=True)
+    entries = StepSerializer(many=True, read_only=True)
+    pending = PendingMessageSerializer(many=True, read_only=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
+# Error bodies: optional fields are not read-only, so the schema does not mark them required.
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(read_only=True)
+
+
+class RenameErrorSerializer(serializers.Serializer):
+    """DRF's 400 body: messages by field (or ``detail`` for a body that is not JSON)."""
+
+    name = serializers.ListField(child=serializers.CharField(), required=False)
+    non_field_errors = serializers.ListField(child=serializers.CharField(), required=False)
+    detail = serializers.CharField(required=False)
+
+
+class HistoryErrorSerializer(serializers.Serializer):
+    after_seq = serializers.ListField(child=serializers.CharField(), required=False)
+    limit = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class BootstrapErrorSerializer(serializers.Serializer):
+    limit = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+class SearchErrorSerializer(serializers.Serializer):
+    search = serializers.ListField(child=serializers.CharField(), required=False)
+
+
+# --- Requests and query parameters ----------------------------------------------------
+
+
+class ThreadRenameSerializer(serializers.Serializer):
+    """The only change a client makes to a thread: its name."""
+
+    name = StrictCharField(max_length=THREAD_NAME_MAX, allow_blank=False)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        unknown = sorted(set(data) - set(self.fields))
+        if unknown:
+            # Under non_field_errors, not under each key: a client's key may be "detail" or
+            # any other name the error body already uses.
+            raise serializers.ValidationError(
+                {
+                    api_settings.NON_FIELD_ERRORS_KEY: [
+                        f"Unknown fields: {', '.join(unknown)}. Only the name of a thread can be changed."
+                    ]
+                }
+            )
+        return value
+
+
+class HistoryQuerySerializer(serializers.Serializer):
+    after_seq = serializers.IntegerField(
+        min_value=0, max_value=MAX_SEQ, default=0, help_text="Return the steps after this seq."
+    )
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=SeqPagination.max_limit,
+        default=SeqPagination.default_limit,
+        help_text="At most this many steps.",
+    )
+
+
+class BootstrapQuerySerializer(serializers.Serializer):
+    limit = serializers.IntegerField(
+        min_value=1,
+        max_value=1000,
+        required=False,
+        help_text="Only the last this many transcript entries (default: the whole transcript).",
+    )
