@@ -189,7 +189,13 @@ def _accept(
 ) -> tuple[AcceptedMessage, bool]:
     thread = Thread.objects.get(pk=thread_id)
     author = get_user_model().objects.get(pk=user_id)
-    return accept_message(message_id=message_id, thread=thread, author=author, text=text)
+    return accept_message(
+        message_id=message_id,
+        thread=thread,
+        author=author,
+        text=text,
+        source=AcceptedMessage.Source.INTEGRATION,
+    )
 
 
 def _busy(box: Box, thread_id: uuid.UUID) -> bool:

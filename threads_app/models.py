@@ -118,7 +118,13 @@ class AcceptedMessage(models.Model):
     text = models.TextField(blank=True, default="")
     images = models.JSONField(default=list, blank=True)
     accepted_at = models.DateTimeField(auto_now_add=True)
+
+    class Source(models.TextChoices):
+        CHAT = "chat"  # the web chat and POST /api/chat/send: queued and drained
+        INTEGRATION = "integration"  # integration threads: one turn at a time, no queue
+
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.CHAT)
     # Whether the send had to wait behind a running turn, as first answered; repeats of the
     # same message id (also concurrent ones) get this same answer.
     queued = models.BooleanField(null=True, blank=True)

@@ -98,6 +98,7 @@ def accept_message(
     author: AbstractBaseUser,
     text: str,
     images: list[dict[str, Any]] | None = None,
+    source: str = AcceptedMessage.Source.CHAT,
 ) -> tuple[AcceptedMessage, bool]:
     """Record a user send; the message id is the idempotency key.
 
@@ -115,6 +116,7 @@ def accept_message(
                     author=author,
                     text=text,
                     images=images,
+                    source=source,
                 ),
                 True,
             )
@@ -125,6 +127,7 @@ def accept_message(
         and existing.author_id == author.pk
         and existing.text == text
         and existing.images == images
+        and existing.source == source
     )
     if not same:
         raise MessageConflict(str(message_id)) from None

@@ -306,7 +306,9 @@ class ChatSession:
         self._drop(self.queue)
         self.queue.clear()
         if self.phase is Phase.STARTING:
-            self._stop_requested = True
+            self._stop_requested = True  # the start stops its run as it lands
+        if self.phase in (Phase.STARTING, Phase.STOPPING):
+            await self.wait_idle()  # stopped means stopped: no run opens or reports after this
             return
         if self.phase not in (Phase.READY, Phase.STREAMING):
             return
@@ -331,8 +333,9 @@ class ChatSession:
             await self._wait_pump()
 
     async def reset_session(self) -> None:
+        self.engine_session_id = None  # a run started from now on does not resume the old one
         await self.stop()
-        self.engine_session_id = None
+        self.engine_session_id = None  # the stopped run may have reported the old id meanwhile
         await transcript.save_engine_session_id(self.thread_id, "")
 
     async def interrupt(self) -> None:

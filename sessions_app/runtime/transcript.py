@@ -107,8 +107,11 @@ def load_engine_session_id(thread_id: uuid.UUID) -> str | None:
 
 @database_sync_to_async
 def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
-    """The thread's accepted sends that no user step has transcribed yet, oldest first."""
-    pending = AcceptedMessage.objects.filter(thread_id=thread_id, state=AcceptedMessage.State.PENDING)
+    """The thread's accepted chat sends that no user step has transcribed yet, oldest first
+    (integration sends are not queued: they belong to the thread's integration session)."""
+    pending = AcceptedMessage.objects.filter(
+        thread_id=thread_id, state=AcceptedMessage.State.PENDING, source=AcceptedMessage.Source.CHAT
+    )
     return [
         UserTurn(text=m.text, images=list(m.images), accepted_ids=[m.id])
         for m in pending.order_by("accepted_at")

@@ -165,3 +165,44 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     assert len(ids) == len(set(ids))
     thread = await Thread.objects.aget(pk=thread_id)
     assert thread.owner_id == user.pk
+
+
+async def get_json(server, token: str, path: str) -> dict:  # type: ignore[no-untyped-def]
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
+        http.get(f"{server.url}{path}") as response,
+    ):
+        assert response.status == 200
+        return await response.json()
+
+
+async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_lands(
+    engine_server, make_user
+):
+    token = await api_token(make_user())
+    status, first = await post_send(
+        engine_server,
+        token,
+        {"messageId": str(uuid.uuid4()), "message": "!slow 0.15\nkeep the engine busy a while"},
+    )
+    thread_id = first["threadId"]
+    await wait_for(lambda: _transcribed(first["messageId"]))
+    status, second = await post_send(
+        engine_server,
+        token,
+        {"threadId": thread_id, "messageId": str(uuid.uuid4()), "message": "wait for me"},
+    )
+    assert status == 200 and second["queued"] is True
+
+    during = await get_json(engine_server, token, f"/api/threads/{thread_id}/bootstrap/")
+    assert [p["id"] for p in during["pending"]] == [second["messageId"]]
+    assert second["messageId"] not in [
+        i for e in during["entries"] for i in e["metadata"].get("acceptedIds", [])
+    ]
+
+    await wait_for(lambda: _transcribed(second["messageId"]), timeout=20)
+    after = await get_json(engine_server, token, f"/api/threads/{thread_id}/bootstrap/")
+    assert after["pending"] == []
+    users = [e for e in after["entries"] if e["type"] == "user_message"]
+    assert [u["metadata"]["acceptedIds"] for u in users] == [[first["messageId"]], [second["messageId"]]]
+    assert users[-1]["id"] == second["messageId"]
