@@ -75,7 +75,14 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------
 DATABASE_URL = os.environ.get("DATABASE_URL", "")
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+    # Under ASGI every sync request runs on a thread of its own, so persistent per-thread
+    # connections (CONN_MAX_AGE > 0) pile up; a process-wide pool hands them out instead.
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": int(os.environ.get("DB_POOL_SIZE", "20")),
+        "timeout": 10,
+    }
 else:
     DATABASES = {
         "default": {
@@ -125,6 +132,7 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": os.environ.get("CACHE_KEY_PREFIX", "tether"),
+            "OPTIONS": {"pool_class": "chatproject.cache.SharedConnectionPool"},
         }
     }
 

@@ -147,7 +147,7 @@ async def _at_owner(box: Box, request: dict[str, Any]) -> Any:
         except MailboxError:
             # The owner did not answer (it may have just died): take the box over if its
             # claim has gone stale, else give up on this request.
-            owner, mine = await owner_of(box.id)
+            owner, mine = await owner_of(box.id, fresh=True)
             if not mine:
                 raise
     return await HANDLERS[request["type"]](request)
