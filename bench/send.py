@@ -29,15 +29,12 @@ and DRF validation, answered 400 before any acceptance), and a bare socket round
 unknown event, answered by an error ack). The baselines run before any send, with every
 engine idle.
 
-Database connections. Under ASGI each HTTP request runs its sync view in a thread of its own,
-and with the configured ``CONN_MAX_AGE=60`` each such thread leaves a PostgreSQL connection
-open until garbage collection: 20 clients exhaust ``max_connections`` in about a second, for
-every database on the server. So the measured daphne serves ``bench/send_settings.py``
-(Tether's settings, plus closing a request's connections when it finishes, as
-``CONN_MAX_AGE=0`` would for HTTP), and a short probe against a daphne with the settings as
-configured shows the leak, stopping at ``--probe-cap`` new connections. ``--as-configured``
-measures with ``chatproject.settings`` unchanged; ``--settings MODULE`` serves a patched
-configuration.
+Database connections. Under ASGI each HTTP request runs its sync view in a thread of its own;
+with persistent per-thread connections 20 clients used to exhaust PostgreSQL's
+``max_connections`` in about a second. Tether now takes connections from a process-wide pool
+(``DB_POOL_SIZE``). A short probe (``--probe-requests``) fires requests from 20 clients at a
+daphne of its own and prints how many connections the database saw: it stays at the pool's
+size. ``--settings MODULE`` serves a patched configuration.
 
 Also printed: the database work of one send (the acceptance before the answer, and the
 transcript writes of the engine turn it starts), timed in this process with the server's own
@@ -76,7 +73,7 @@ SOCKET_USER = "bench-send-socket"
 PROBE_USER = "bench-send-probe"
 TEXT = "hello"
 PHASES = ("login", "invalid", "ping", "http-send", "socket-send")
-BENCH_SETTINGS = "bench.send_settings"
+BENCH_SETTINGS = "chatproject.settings"
 
 
 # --- setup: environment, database, fixtures -----------------------------------------------------
@@ -907,8 +904,7 @@ def report(
             f"PostgreSQL connections, chatproject.settings as configured (a daphne of its own): "
             f"{probe.requests} token-authenticated HTTP requests from {probe.clients} clients in "
             f"{probe.seconds:.1f}s took the bench database from {probe.before} to {probe.peak} "
-            f"connections{capped}, {probe.later} two seconds later; {probe.errors} not answered 400.\n"
-            f"The measured daphne (bench.send_settings) closes each request's connection when it finishes."
+            f"connections{capped}, {probe.later} two seconds later; {probe.errors} not answered 400."
         )
     problems = [p for p in phases if p.errors]
     if problems or bench.notes or server_errors:
@@ -959,12 +955,6 @@ def parse_args() -> argparse.Namespace:
         help=f"comma-separated phases to run, of {','.join(PHASES)} (default: all)",
     )
     parser.add_argument(
-        "--as-configured",
-        action="store_true",
-        help="serve chatproject.settings unchanged: every HTTP request then leaves a PostgreSQL "
-        "connection open, and 20 clients can exhaust max_connections for every database on the server",
-    )
-    parser.add_argument(
         "--settings",
         default="",
         help="serve this settings module instead (a patched configuration; put its folder on PYTHONPATH)",
@@ -999,9 +989,9 @@ def main() -> int:
         size = str(args.ws_max_message_size)
         extra_args = ["--websocket-max-message-size", size, "--websocket-max-frame-size", size]
         probe = None
-        if not args.as_configured and args.probe_requests > 0:
+        if args.probe_requests > 0:
             probe = connection_probe(env, workdir, extra_args, tokens[HTTP_USER], args)
-        settings_module = args.settings or ("chatproject.settings" if args.as_configured else BENCH_SETTINGS)
+        settings_module = args.settings or BENCH_SETTINGS
         profile_path = workdir / "daphne.prof" if args.profile else None
         server = Daphne(env, workdir / "daphne.log", extra_args, profile_path, settings_module)
         watch = ConnectionWatch(env["DATABASE_URL"])
