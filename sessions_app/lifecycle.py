@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
@@ -281,22 +282,37 @@ async def stop(live: LiveSession) -> None:
     """Cancel the running turn (here or in another process), say so once, run on_stop."""
     if load_app().engine_runtime:
         await bridge.stop(live.thread_id)
-    elif live.cancel_current():
-        await live.wait_current()
     else:
-        await request_remote_stop(live.id)
+        await _cancel_turn(live)
     token = live.activate()
     try:
         await Message(STOPPED_TEXT).send()
-        hooks = load_app()
-        if hooks.on_stop is not None:
-            try:
-                await hooks.on_stop()
-            except Exception:
-                logger.exception("on_stop of session %s failed", live.id)
     finally:
         live.deactivate(token)
+    await _call_in_session(live, load_app().on_stop)
     await live.emit("task_end", None)
+
+
+async def _cancel_turn(live: LiveSession) -> None:
+    """Cancel the session's running hook, in this process or (through its mailbox) another."""
+    if live.cancel_current():
+        await live.wait_current()
+    else:
+        await request_remote_stop(live.id)
+
+
+async def _call_in_session(live: LiveSession, hook: Callable[[], Awaitable[Any]] | None) -> None:
+    """Run a lifecycle hook (on_stop, on_chat_end) now, as the current session; its failure
+    is logged, never raised into the handler that called it."""
+    if hook is None:
+        return
+    token = live.activate()
+    try:
+        await hook()
+    except Exception:
+        logger.exception("%s of session %s failed", getattr(hook, "__name__", hook), live.id)
+    finally:
+        live.deactivate(token)
 
 
 async def disconnect(live: LiveSession, channel: str) -> None:
@@ -336,20 +352,10 @@ async def expire(session_id: uuid.UUID) -> None:
 
 async def _end(live: LiveSession) -> None:
     live.cleared = True
-    if live.cancel_current():
-        await live.wait_current()
-    else:
-        await request_remote_stop(live.id)
+    await _cancel_turn(live)
     live.cancel_all()
     hooks = load_app()
-    if hooks.on_chat_end is not None:
-        token = live.activate()
-        try:
-            await hooks.on_chat_end()
-        except Exception:
-            logger.exception("on_chat_end of session %s failed", live.id)
-        finally:
-            live.deactivate(token)
+    await _call_in_session(live, hooks.on_chat_end)
     await live.persist()
     live.chat_context.clear()
     if hooks.engine_runtime and live.has_first_interaction:

@@ -19,7 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.models import SocketSession
-from threads_app.models import Thread
+from threads_app.services import save_thread_session
 
 logger = logging.getLogger(__name__)
 
@@ -122,15 +122,10 @@ def save_user_session(
             chat_settings=chat_settings,
             updated_at=timezone.now(),
         )
-        if thread_id is None:
-            return
-        thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
-        if thread is None:
-            return
-        thread.metadata = {**thread.metadata, **persistable}
-        thread.chat_profile = chat_profile or ""
-        thread.chat_settings = chat_settings
-        thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
+        if thread_id is not None:
+            save_thread_session(
+                thread_id, metadata=persistable, chat_profile=chat_profile, chat_settings=chat_settings
+            )
 
 
 def claim_end(session_id: uuid.UUID, *, expired_before: datetime | None = None) -> bool:
