@@ -23,17 +23,12 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,7 +36,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
+from bench import common
+
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench"
 CHAT_APP = "bench.lifecycle_app"
 BENCH_USER = "bench-lifecycle"
@@ -87,110 +84,6 @@ WORDS = (
     "window",
     "browser",
 )
-
-
-# --- setup: database, server ------------------------------------------------------------------
-
-
-def configure_environment() -> dict[str, str]:
-    """The environment shared by this process and the daphne it starts."""
-    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "chatproject.settings"
-    os.environ["CHAT_APP"] = CHAT_APP
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    python_path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": python_path}
-
-
-def ensure_database(url: str) -> bool:
-    """Create the database named by ``url`` if it does not exist; True when created."""
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict
-
-    params = conninfo_to_dict(url)
-    name = params.pop("dbname")
-    with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            return False
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return True
-
-
-def migrate(env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Daphne:
-    """One daphne process serving the real ASGI application."""
-
-    def __init__(self, env: dict[str, str], log_path: Path, extra_args: list[str]) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)),
-                *extra_args,
-                "chatproject.asgi:application",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"daphne did not start:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def rss_mib(self) -> float:
-        """The server's resident memory (Linux), 0 when unknown."""
-        try:
-            with open(f"/proc/{self.process.pid}/status") as status:
-                for line in status:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return 0.0
-
-    def log_lines(self, needle: str) -> list[str]:
-        self._log.flush()
-        return [line for line in self.log_path.read_text(errors="replace").splitlines() if needle in line]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
 
 
 # --- fixtures (synchronous ORM, run outside the event loop or in a worker thread) -----------
@@ -254,20 +147,13 @@ def make_thread(user: Any, box: Any, steps: int, rng: random.Random) -> uuid.UUI
 
 
 def prepare_fixtures(reconnect_sizes: list[int], resume_sizes: list[int]) -> Fixtures:
-    from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
-
     from threads_app.selectors import default_box_for
 
     remove_bench_data()
-    user, created = get_user_model().objects.get_or_create(username=BENCH_USER)
-    if created:
-        user.set_unusable_password()
-        user.save()
-    token, _ = Token.objects.get_or_create(user=user)
+    user, token = common.bench_user(BENCH_USER)
     box = default_box_for(user)
     rng = random.Random(20240601)
-    fixtures = Fixtures(token=token.key, user_id=user.pk)
+    fixtures = Fixtures(token=token, user_id=user.pk)
     for n in reconnect_sizes:
         fixtures.reconnect_threads[n] = make_thread(user, box, n, rng)
     for n in resume_sizes:
@@ -316,13 +202,10 @@ class Probe:
     """One socket: a fresh AsyncClient that timestamps every event when it arrives."""
 
     def __init__(self, base_url: str, token: str, session_id: str) -> None:
-        import socketio
-
         self.base_url = base_url
         self.token = token
         self.session_id = session_id
-        # A browser has no cap on an incoming frame; aiohttp's default is 4 MiB.
-        self.sio = socketio.AsyncClient(reconnection=False, websocket_extra_options={"max_msg_size": 0})
+        self.sio = common.socketio_client()
         self.events: list[tuple[float, str, Any]] = []
         self._changed = asyncio.Event()
         self.dropped = False
@@ -337,22 +220,9 @@ class Probe:
         self.dropped = True
         self._changed.set()
 
-    async def connect(self, thread_id: uuid.UUID | None = None) -> None:
-        auth: dict[str, Any] = {"sessionId": self.session_id, "clientType": "webapp", "userEnv": "{}"}
-        if thread_id is not None:
-            auth["threadId"] = str(thread_id)
-        await self.sio.connect(
-            self.base_url,
-            headers={"Authorization": f"Token {self.token}"},
-            auth=auth,
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
-            wait_timeout=30,
-        )
-
     async def start(self, thread_id: uuid.UUID | None = None) -> float:
         """Connect and say ``connection_successful``; returns when the CONNECT was answered."""
-        await self.connect(thread_id)
+        await common.connect_socket(self.sio, self.base_url, self.token, self.session_id, thread_id)
         connected = time.perf_counter()
         await self.sio.emit("connection_successful")
         return connected
@@ -383,8 +253,7 @@ class Probe:
                 await asyncio.wait_for(self._changed.wait(), remaining)
 
     async def close(self) -> None:
-        if self.sio.connected:
-            await self.sio.disconnect()
+        await common.disconnect_socket(self.sio)
 
 
 class Failed(Exception):
@@ -551,23 +420,6 @@ class Bench:
 # --- report -----------------------------------------------------------------------------------
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def table(headers: list[str], rows: list[list[str]], right: set[int]) -> str:
-    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
-
-
 def series_row(s: Series) -> list[str]:
     n = "" if s.n is None else str(s.n)
     if s.failed:
@@ -577,7 +429,7 @@ def series_row(s: Series) -> list[str]:
         n,
         str(len(s.samples)),
         f"{statistics.median(s.samples):.1f}",
-        f"{percentile(s.samples, 0.9):.1f}",
+        f"{common.percentile(s.samples, 0.9):.1f}",
         f"{min(s.samples):.1f}",
     ]
 
@@ -593,7 +445,7 @@ def report(
     print(f"Tether connection lifecycle  ({context})")
     print()
     rows = [series_row(s) for s in results]
-    print(table(["measurement", "N steps", "runs", "median ms", "p90 ms", "min ms"], rows, {1, 2, 3, 4, 5}))
+    print(common.table(["measurement", "N steps", "runs", "median ms", "p90 ms", "min ms"], rows, left={0}))
 
     reconnects = {
         s.n: statistics.median(s.samples) for s in results if s.label.startswith("reconnect") and s.samples
@@ -622,10 +474,9 @@ def report(
             for n, r in sorted(reads.items())
         ]
         print(
-            table(
+            common.table(
                 ["N steps", "owned_thread_dict ms", "json encode ms", "resume_thread KiB", "bytes/step"],
                 read_rows,
-                {0, 1, 2, 3, 4},
             )
         )
 
@@ -672,7 +523,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--ws-max-message-size",
         type=int,
-        default=32 * 1024 * 1024,
+        default=common.WS_MAX_MESSAGE_SIZE,
         help="pass --websocket-max-message-size/--websocket-max-frame-size to daphne "
         "(bytes, 0 = no limit; the default is what `make run` uses; daphne's own 1 MiB default "
         "also caps what the server can send, so a 5000-step resume_thread cannot go out)",
@@ -684,14 +535,9 @@ def parse_args() -> argparse.Namespace:
 def main() -> int:
     args = parse_args()
     started = time.perf_counter()
-    env = configure_environment()
-    database_url = os.environ["DATABASE_URL"]
-    created = ensure_database(database_url)
-    migrate(env)
-
-    import django
-
-    django.setup()
+    env = common.bench_env(CHAT_APP, default_database_url=DEFAULT_DATABASE_URL)
+    created = common.prepare_database(env)
+    common.setup_django(env)
     from django.db import connections
 
     from bench.lifecycle_app import READY, RESUMED
@@ -700,20 +546,15 @@ def main() -> int:
     reads = {n: server_side_read(fixtures.user_id, t) for n, t in fixtures.resume_threads.items()}
     connections.close_all()
 
-    extra_args: list[str] = []
-    if args.ws_max_message_size is not None:
-        size = str(args.ws_max_message_size)
-        extra_args = ["--websocket-max-message-size", size, "--websocket-max-frame-size", size]
-    layer = "channels-redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-memory channel layer"
-    db_name = database_url.rsplit("/", 1)[-1]
+    extra_args = common.websocket_size_args(args.ws_max_message_size)
     limit = "stock 1 MiB" if not extra_args else f"{args.ws_max_message_size} bytes"
     context = (
-        f"PostgreSQL {db_name}{' (created)' if created else ''}, {layer}, "
-        f"1 daphne process, websocket max message {limit}"
+        f"PostgreSQL {common.database_name(env)}{' (created)' if created else ''}, "
+        f"{common.channel_layer(env)}, 1 daphne process, websocket max message {limit}"
     )
 
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as workdir:
-        server = Daphne(env, Path(workdir) / "daphne.log", extra_args)
+        server = common.Daphne(env, Path(workdir) / "daphne.log", args=extra_args)
         try:
             server.wait_ready()
             bench = Bench(server.url, fixtures, args, READY, RESUMED)

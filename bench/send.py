@@ -48,12 +48,8 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -66,84 +62,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
+from bench import common
+
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_send"
 HTTP_USER = "bench-send-http"
 SOCKET_USER = "bench-send-socket"
 PROBE_USER = "bench-send-probe"
 TEXT = "hello"
 PHASES = ("login", "invalid", "ping", "http-send", "socket-send")
-BENCH_SETTINGS = "chatproject.settings"
 
 
-# --- setup: environment, database, fixtures -----------------------------------------------------
-
-
-def build_env(workdir: Path) -> dict[str, str]:
-    """The environment shared by this process, ``manage.py migrate`` and daphne."""
-    env = dict(os.environ)
-    env.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
-    env["DJANGO_SETTINGS_MODULE"] = "chatproject.settings"
-    env["CHAT_APP"] = "sessions_app.default_app"
-    env["TETHER_VAR_DIR"] = str(workdir / "var")
-    env["ECHO_STATE_DIR"] = str(workdir / "echo")
-    env["SEND_THROTTLE_RATE"] = "1000000/min"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def ensure_database(url: str) -> bool:
-    """Create the database named by ``url`` if it does not exist; True when created."""
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict
-
-    params = conninfo_to_dict(url)
-    name = params.pop("dbname")
-    with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=True) as conn:
-        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            return False
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        return True
-
-
-def migrate(env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
-
-
-def setup_django(env: dict[str, str]) -> None:
-    os.environ.update(env)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+# --- fixtures (synchronous ORM) ----------------------------------------------------------------
 
 
 def remove_bench_users() -> None:
-    """Drop the bench users and, by cascade, their tokens, boxes, threads, sends and sessions."""
-    from django.contrib.auth import get_user_model
-    from django.db import connections
-
-    get_user_model().objects.filter(username__in=[HTTP_USER, SOCKET_USER, PROBE_USER]).delete()
-    connections.close_all()
+    """Drop the bench users (the probe's too) and everything they own."""
+    common.remove_users(HTTP_USER, SOCKET_USER, PROBE_USER)
 
 
 def make_tokens() -> dict[str, str]:
     """A fresh user per path (so each path has its own box and engine pool) and its API token."""
-    from django.contrib.auth import get_user_model
     from django.db import connections
-    from rest_framework.authtoken.models import Token
 
     remove_bench_users()
-    tokens = {}
-    for name in (HTTP_USER, SOCKET_USER):
-        user = get_user_model().objects.create(username=name)
-        user.set_unusable_password()
-        user.save()
-        tokens[name] = Token.objects.create(user=user).key
+    tokens = {name: common.bench_user(name)[1] for name in (HTTP_USER, SOCKET_USER)}
     connections.close_all()
     return tokens
 
@@ -249,41 +192,20 @@ def db_work_per_send(reps: int) -> list[Work]:
 # --- the server ---------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def proc_stat(pid: int | str) -> list[str]:
-    with contextlib.suppress(OSError, IndexError):
-        text = Path(f"/proc/{pid}/stat").read_text()
-        return [text[text.index("(") + 1 : text.rindex(")")], *text.rsplit(")", 1)[1].split()]
-    return []
-
-
-def cpu_of(fields: list[str], *, children: bool = False) -> float:
-    """User + system CPU seconds from a /proc stat line (of the reaped children: ``children``)."""
-    if len(fields) < 17:
-        return 0.0
-    first = 14 if children else 12  # utime/stime, cutime/cstime (after comm and state)
-    return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
-
-
 def postgres_cpu() -> float:
     """CPU seconds of every PostgreSQL process on this machine (all databases' backends),
     including the backends that have exited (reaped by the postmaster, in its children's time)."""
     stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            fields = proc_stat(entry.name)
+            fields = common.proc_stat(entry.name)
             if fields and fields[0].startswith("postgres"):
                 stats[entry.name] = fields
     total = 0.0
     for fields in stats.values():
-        total += cpu_of(fields)
+        total += common.cpu_of(fields)
         if fields[2] not in stats:  # the postmaster: its parent is not a PostgreSQL process
-            total += cpu_of(fields, children=True)
+            total += common.cpu_of(fields, children=True)
     return total
 
 
@@ -322,80 +244,6 @@ class ConnectionWatch:
         self.conn.close()
 
 
-class Daphne:
-    """One daphne process serving the real ASGI application (under cProfile: ``profile_to``)."""
-
-    def __init__(
-        self,
-        env: dict[str, str],
-        log_path: Path,
-        extra_args: list[str],
-        profile_to: Path | None = None,
-        settings_module: str = "chatproject.settings",
-    ) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        launcher = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
-        self.process = subprocess.Popen(
-            [
-                *(sys.executable, *launcher, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)),
-                *extra_args,
-                "chatproject.asgi:application",
-            ],
-            cwd=ROOT,
-            env={**env, "DJANGO_SETTINGS_MODULE": settings_module},
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"daphne did not start:\n{self.log_tail()}")
-
-    def children(self) -> list[int]:
-        pids: list[int] = []
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-                with contextlib.suppress(OSError, ValueError):
-                    pids += [int(p) for p in (task / "children").read_text().split()]
-        return pids
-
-    def cpu_seconds(self) -> tuple[float, float]:
-        """CPU of daphne itself, and of its echo subprocesses (live ones and reaped ones)."""
-        own = proc_stat(self.process.pid)
-        engines = cpu_of(own, children=True) + sum(cpu_of(proc_stat(pid)) for pid in self.children())
-        return cpu_of(own), engines
-
-    def log_tail(self, lines: int = 40) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def log_lines(self, needle: str) -> list[str]:
-        self._log.flush()
-        return [line for line in self.log_path.read_text(errors="replace").splitlines() if needle in line]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
-
-
 @dataclass
 class Probe:
     clients: int
@@ -409,7 +257,7 @@ class Probe:
 
 
 def connection_probe(
-    env: dict[str, str], workdir: Path, extra_args: list[str], token: str, args: argparse.Namespace
+    env: dict[str, str], workdir: Path, daphne_args: list[str], token: str, args: argparse.Namespace
 ) -> Probe:
     """Tether's own settings, ``chatproject.settings``: ``--probe-clients`` threads send
     token-authenticated requests (each answered 400 after authentication) until
@@ -418,7 +266,7 @@ def connection_probe(
     ``max_connections``, which other databases share)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    server = Daphne(env, workdir / "probe.log", extra_args)
+    server = common.Daphne(env, workdir / "probe.log", args=daphne_args)
     watch = None
     try:
         server.wait_ready()
@@ -531,11 +379,9 @@ class SocketClient:
     """One python-socketio AsyncClient on its own session; counts the events pushed to it."""
 
     def __init__(self, url: str, token: str) -> None:
-        import socketio
-
         self.url = url
         self.token = token
-        self.sio = socketio.AsyncClient(reconnection=False, websocket_extra_options={"max_msg_size": 0})
+        self.sio = common.socketio_client()
         self.pushed = 0  # events the server pushed (engine stream, bus events, error events)
         self.ready = asyncio.Event()
         self.sio.on("*", self._record)
@@ -546,14 +392,7 @@ class SocketClient:
             self.ready.set()
 
     async def connect(self) -> None:
-        await self.sio.connect(
-            self.url,
-            headers={"Authorization": f"Token {self.token}"},
-            auth={"sessionId": str(uuid.uuid4()), "clientType": "webapp", "userEnv": "{}"},
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
-            wait_timeout=30,
-        )
+        await common.connect_socket(self.sio, self.url, self.token)
         await self.sio.emit("connection_successful")
         await asyncio.wait_for(self.ready.wait(), 30)
 
@@ -573,8 +412,7 @@ class SocketClient:
         return bool(answer["queued"])
 
     async def close(self) -> None:
-        if self.sio.connected:
-            await self.sio.disconnect()
+        await common.disconnect_socket(self.sio)
 
 
 # --- measurement --------------------------------------------------------------------------------
@@ -639,7 +477,7 @@ async def closed_loop(ops: list[Op], duration: float, phase: Phase | None, warmu
 
 @dataclass
 class Bench:
-    server: Daphne
+    server: common.Daphne
     args: argparse.Namespace
     tokens: dict[str, str]
     watch: ConnectionWatch
@@ -756,23 +594,6 @@ class Bench:
 # --- report -------------------------------------------------------------------------------------
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
-
-
-def table(headers: list[str], rows: list[list[str]], left: set[int]) -> str:
-    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(
-            c.ljust(w) if i in left else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    return "\n".join([line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
-
-
 def latency_row(p: Phase) -> list[str]:
     kind = "send" if p.sends else "base"
     if not p.samples:
@@ -784,7 +605,7 @@ def latency_row(p: Phase) -> list[str]:
         str(len(p.samples)),
         f"{p.rate:,.0f}",
         f"{statistics.median(p.samples):.1f}",
-        f"{percentile(p.samples, 0.99):.1f}",
+        f"{common.percentile(p.samples, 0.99):.1f}",
         f"{max(p.samples):.1f}",
         f"{100 * p.queued / len(p.samples):.0f}%" if p.sends else "",
         str(len(p.errors)),
@@ -854,7 +675,7 @@ def report(
     print()
     rows = [latency_row(p) for p in phases]
     headers = ["", "path", "clients", "answers", "per s", "p50 ms", "p99 ms", "max ms", "queued", "errors"]
-    print(table(headers, rows, {0, 1}))
+    print(common.table(headers, rows, left={0, 1}))
     print()
     for line in cost_lines(phases):
         print(line)
@@ -882,7 +703,7 @@ def report(
         "pg conns",
         "redis conns/answer",
     ]
-    print(table(load_headers, [load_row(p) for p in phases], {0, 2}))
+    print(common.table(load_headers, [load_row(p) for p in phases], left={0, 2}))
     if work:
         print()
         print(
@@ -891,10 +712,10 @@ def report(
             "database_sync_to_async):"
         )
         print(
-            table(
+            common.table(
                 ["work", "queries", "median ms"],
                 [[w.label, str(w.queries), f"{w.ms:.2f}"] for w in work],
-                {0},
+                left={0},
             )
         )
     if probe is not None:
@@ -918,19 +739,6 @@ def report(
             print(f"daphne: {line.strip()}")
 
 
-def print_profile(path: Path, limit: int) -> None:
-    import pstats
-
-    if not path.exists():
-        print(f"\nno profile written at {path}")
-        return
-    stats = pstats.Stats(str(path))
-    stats.strip_dirs()
-    for order in ("tottime", "cumulative"):
-        print(f"\n--- daphne, cProfile by {order} (top {limit}) ---")
-        stats.sort_stats(order).print_stats(limit)
-
-
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -945,7 +753,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--ws-max-message-size",
         type=int,
-        default=32 * 1024 * 1024,
+        default=common.WS_MAX_MESSAGE_SIZE,
         help="--websocket-max-message-size/--websocket-max-frame-size for daphne (as `make run`)",
     )
     parser.add_argument(
@@ -980,20 +788,28 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tether-send-") as tmp:
         workdir = Path(tmp)
-        env = build_env(workdir)
-        created = ensure_database(env["DATABASE_URL"])
-        migrate(env)
-        setup_django(env)
+        env = common.bench_env(
+            "sessions_app.default_app",
+            workdir=workdir,
+            default_database_url=DEFAULT_DATABASE_URL,
+            SEND_THROTTLE_RATE="1000000/min",
+        )
+        created = common.prepare_database(env)
+        common.setup_django(env)
         tokens = make_tokens()
         work = db_work_per_send(args.work_reps) if args.work_reps > 0 else []
-        size = str(args.ws_max_message_size)
-        extra_args = ["--websocket-max-message-size", size, "--websocket-max-frame-size", size]
+        daphne_args = common.websocket_size_args(args.ws_max_message_size)
         probe = None
         if args.probe_requests > 0:
-            probe = connection_probe(env, workdir, extra_args, tokens[HTTP_USER], args)
-        settings_module = args.settings or BENCH_SETTINGS
+            probe = connection_probe(env, workdir, daphne_args, tokens[HTTP_USER], args)
+        settings_module = args.settings or common.SETTINGS
         profile_path = workdir / "daphne.prof" if args.profile else None
-        server = Daphne(env, workdir / "daphne.log", extra_args, profile_path, settings_module)
+        server = common.Daphne(
+            {**env, "DJANGO_SETTINGS_MODULE": settings_module},
+            workdir / "daphne.log",
+            args=daphne_args,
+            profile_to=profile_path,
+        )
         watch = ConnectionWatch(env["DATABASE_URL"])
         redis_client = None
         if env.get("REDIS_URL"):
@@ -1018,17 +834,15 @@ def main() -> int:
                 redis_client.close()
             if not args.keep_data:
                 remove_bench_users()
-        layer = "channels-redis (REDIS_URL)" if env.get("REDIS_URL") else "in-memory channel layer"
-        db_name = env["DATABASE_URL"].rsplit("/", 1)[-1]
         context = (
-            f"PostgreSQL {db_name}{' (created)' if created else ''}, {layer}, 1 daphne process, "
-            f"settings {settings_module}"
+            f"PostgreSQL {common.database_name(env)}{' (created)' if created else ''}, "
+            f"{common.channel_layer(env)}, 1 daphne process, settings {settings_module}"
             f"{' under cProfile' if args.profile else ''}, {os.cpu_count()} cores, {args.duration:g}s per phase, "
             f"{engines} echo subprocesses at the end, load avg {load_before:.1f} -> {load_after:.1f}"
         )
         report(bench, context, server_errors, probe, work)
         if profile_path is not None:
-            print_profile(profile_path, args.profile_lines)
+            common.print_profile(profile_path, args.profile_lines)
     print(f"\ntotal {time.perf_counter() - started:.1f}s")
     failed = any(p.errors for p in bench.phases) or not bench.phases
     return 1 if failed else 0

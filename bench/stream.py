@@ -34,23 +34,20 @@ produces while the client decodes, and the two share the cores.
 
 import argparse
 import asyncio
-import contextlib
 import os
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
+from bench import common
+
 BENCH_USER = "bench-stream"
 BAR = 0.5
 VOCABULARY = [
@@ -93,148 +90,20 @@ VOCABULARY = [
 # --- setup --------------------------------------------------------------------------------------
 
 
-def build_env(workdir: Path) -> dict[str, str]:
-    """The environment shared by this process, ``manage.py migrate`` and both daphnes."""
-    env = dict(os.environ)
-    env["DJANGO_SETTINGS_MODULE"] = "chatproject.settings"
-    env["CHAT_APP"] = "sessions_app.default_app"
-    env["TETHER_VAR_DIR"] = str(workdir / "var")
-    env["ECHO_STATE_DIR"] = str(workdir / "echo")
-    if not env.get("DATABASE_URL"):
-        env["SQLITE_PATH"] = str(workdir / "db.sqlite3")
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def ensure_postgres_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict
-
-    params = conninfo_to_dict(url)
-    name = params.pop("dbname")
-    with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def migrate(env: dict[str, str]) -> None:
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
-
-
 def api_token(env: dict[str, str], *, coalesce: bool = True) -> str:
     """Create the bench user and its DRF token through the ORM (same env as the server);
     ``coalesce`` goes into the user's box options (the echo engine's delta merging)."""
-    os.environ.update(env)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
+    common.setup_django(env)
     from django.db import connections
-    from rest_framework.authtoken.models import Token
 
-    user, created = get_user_model().objects.get_or_create(username=BENCH_USER)
-    if created:
-        user.set_unusable_password()
-        user.save()
-    token, _ = Token.objects.get_or_create(user=user)
     from threads_app.selectors import default_box_for
 
+    user, token = common.bench_user(BENCH_USER)
     box = default_box_for(user)
     box.engine_options = {**box.engine_options, "coalesce": coalesce}
     box.save(update_fields=["engine_options"])
     connections.close_all()
-    return token.key
-
-
-def remove_bench_user() -> None:
-    """Drop the bench user and, by cascade, its token, box, threads and sessions."""
-    from django.contrib.auth import get_user_model
-    from django.db import connections
-
-    get_user_model().objects.filter(username=BENCH_USER).delete()
-    connections.close_all()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def process_cpu(pid: int) -> float:
-    """User + system CPU seconds of one process (Linux), 0 when unknown."""
-    with contextlib.suppress(OSError, IndexError, ValueError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return 0.0
-
-
-class Daphne:
-    """A daphne subprocess; ``profile_to`` runs it under cProfile (written on SIGTERM)."""
-
-    def __init__(
-        self,
-        name: str,
-        app: str,
-        env: dict[str, str],
-        workdir: Path,
-        ready_path: str,
-        profile_to: Path | None,
-    ) -> None:
-        self.name = name
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.ready_path = ready_path
-        self.log_path = workdir / f"{name}.log"
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        launcher = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
-        self.process = subprocess.Popen(
-            [sys.executable, *launcher, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), app],
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} daphne exited:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"{self.name} daphne did not start:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        self._log.flush()
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def cpu_seconds(self) -> tuple[float, float]:
-        """CPU time of daphne itself, and of its live children (the echo engine), from /proc."""
-        children: list[int] = []
-        with contextlib.suppress(OSError, ValueError):
-            text = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text()
-            children = [int(p) for p in text.split()]
-        return process_cpu(self.process.pid), sum(process_cpu(pid) for pid in children)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self._log.close()
+    return token
 
 
 # --- the client ---------------------------------------------------------------------------------
@@ -270,11 +139,9 @@ class StreamClient:
     """One python-socketio AsyncClient; records every event with its arrival time."""
 
     def __init__(self, url: str, token: str | None) -> None:
-        import socketio
-
         self.url = url
         self.token = token
-        self.sio = socketio.AsyncClient(reconnection=False, websocket_extra_options={"max_msg_size": 0})
+        self.sio = common.socketio_client()
         self.events: list[tuple[float, str, Any]] = []
         self.done = asyncio.Event()
         self.sio.on("*", self._record)
@@ -290,15 +157,7 @@ class StreamClient:
         self.done.set()
 
     async def connect(self) -> None:
-        headers = {"Authorization": f"Token {self.token}"} if self.token else {}
-        await self.sio.connect(
-            self.url,
-            headers=headers,
-            auth={"sessionId": str(uuid.uuid4()), "clientType": "webapp", "userEnv": "{}"},
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
-            wait_timeout=30,
-        )
+        await common.connect_socket(self.sio, self.url, self.token)
 
     async def turn(
         self, event: str, payload: Any, expected_tokens: int, sent_text: str, timeout: float
@@ -358,8 +217,7 @@ class StreamClient:
         return ", ".join(f"{n} x{c}" for n, c in counts.items()) or "nothing received"
 
     async def close(self) -> None:
-        if self.sio.connected:
-            await self.sio.disconnect()
+        await common.disconnect_socket(self.sio)
 
 
 # --- the benchmark ------------------------------------------------------------------------------
@@ -368,7 +226,7 @@ class StreamClient:
 @dataclass
 class Side:
     name: str
-    server: Daphne
+    server: common.Daphne
     client: StreamClient
     turns: list[Turn] = field(default_factory=list)
     cpu: float = 0.0  # daphne's CPU seconds over the timed turns
@@ -423,9 +281,8 @@ async def run_bench(tether: Side, baseline: Side, args: argparse.Namespace) -> N
 
 def describe(args: argparse.Namespace, load: tuple[float, float]) -> str:
     database = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp dir)"
-    layer = "channels-redis (REDIS_URL)" if os.environ.get("REDIS_URL") else "in-memory channel layer"
     return (
-        f"{database}, {layer}, {args.words} words/turn, {args.runs} runs + {args.warmup} warmup, "
+        f"{database}, {common.channel_layer(os.environ)}, {args.words} words/turn, {args.runs} runs + {args.warmup} warmup, "
         f"{os.cpu_count()} cores, load avg {load[0]:.1f} -> {load[1]:.1f}, "
         f"{'one event per token' if args.no_coalesce else 'waiting deltas merged'}"
         f"{', Tether daphne under cProfile' if args.profile else ''}"
@@ -487,19 +344,6 @@ def report(tether: Side, baseline: Side, context: str) -> float:
     return ratio
 
 
-def print_profile(path: Path, limit: int) -> None:
-    import pstats
-
-    if not path.exists():
-        print(f"\nno profile written at {path}")
-        return
-    stats = pstats.Stats(str(path))
-    stats.strip_dirs()
-    for order in ("tottime", "cumulative"):
-        print(f"\n--- Tether daphne, cProfile by {order} (top {limit}) ---")
-        stats.sort_stats(order).print_stats(limit)
-
-
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -532,15 +376,21 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tether-stream-") as tmp:
         workdir = Path(tmp)
-        env = build_env(workdir)
-        if env.get("DATABASE_URL"):
-            ensure_postgres_database(env["DATABASE_URL"])
-        migrate(env)
+        env = common.bench_env("sessions_app.default_app", workdir=workdir)
+        common.prepare_database(env)
         token = api_token(env, coalesce=not args.no_coalesce)
         profile_path = workdir / "tether.prof" if args.profile else None
         servers = [
-            Daphne("tether", args.tether_app, env, workdir, "/accounts/login/", profile_path),
-            Daphne("baseline", "bench.baseline_asgi:application", env, workdir, "/", None),
+            common.Daphne(
+                env, workdir / "tether.log", args.tether_app, label="tether daphne", profile_to=profile_path
+            ),
+            common.Daphne(
+                env,
+                workdir / "baseline.log",
+                "bench.baseline_asgi:application",
+                label="baseline daphne",
+                ready_path="/",
+            ),
         ]
         try:
             for server in servers:
@@ -552,16 +402,16 @@ def main() -> int:
             load_after = os.getloadavg()[0]
         except BaseException:
             for server in servers:
-                print(f"--- {server.name} daphne log:\n{server.log_tail()}", file=sys.stderr)
+                print(f"--- {server.label} log:\n{server.log_tail()}", file=sys.stderr)
             raise
         finally:
             for server in servers:
                 server.stop()
             if env.get("DATABASE_URL"):
-                remove_bench_user()  # a SQLite database goes with the temp dir
+                common.remove_users(BENCH_USER)  # a SQLite database goes with the temp dir
         ratio = report(tether, baseline, describe(args, (load_before, load_after)))
         if profile_path is not None:
-            print_profile(profile_path, args.profile_lines)
+            common.print_profile(profile_path, args.profile_lines, "Tether daphne")
     print(f"\ntotal {time.perf_counter() - started:.1f}s")
     return 0 if ratio >= BAR else 1
 
