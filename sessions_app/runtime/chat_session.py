@@ -322,8 +322,16 @@ class ChatSession:
         await self.wait_idle()
 
     def _drop(self, turns: list[UserTurn]) -> None:
-        """Record the accepted ids a stop drops (queued turns are never transcribed yet)."""
-        self.dropped.extend(i for turn in turns for i in turn.accepted_ids)
+        """Record the accepted ids a stop drops (queued turns are never transcribed yet) and
+        mark their acceptance records failed, so that no reader shows them as still pending
+        and no later session re-queues them."""
+        ids = [i for turn in turns for i in turn.accepted_ids]
+        if not ids:
+            return
+        self.dropped.extend(ids)
+        task = asyncio.create_task(transcript.mark_dropped(ids))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def restart(self) -> None:
         """Close the run without stopping: the close handler drains into a fresh run."""

@@ -116,3 +116,11 @@ def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
         UserTurn(text=m.text, images=list(m.images), accepted_ids=[m.id])
         for m in pending.order_by("accepted_at")
     ]
+
+
+@database_sync_to_async
+def mark_dropped(accepted_ids: list[uuid.UUID]) -> None:
+    """Sends a stop cleared from the queue: never answered, and not pending any more."""
+    AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING).update(
+        state=AcceptedMessage.State.FAILED
+    )

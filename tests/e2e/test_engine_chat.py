@@ -62,8 +62,8 @@ async def test_stop_interrupts_the_turn_and_clears_the_queue(engine_server, make
     assert replies(client) == []
     assert len(client.named("stream_token")) < 5
     assert client.events[-1][0] == "task_end"
-    pending = await AcceptedMessage.objects.aget(pk=queued["messageId"])
-    assert pending.state == AcceptedMessage.State.PENDING  # never transcribed
+    dropped = await AcceptedMessage.objects.aget(pk=queued["messageId"])
+    assert dropped.state == AcceptedMessage.State.FAILED  # never transcribed, no longer pending
     # The session carries on: the engine resumes its conversation on the next message.
     await client.send("again")
     await client.wait_for(lambda c: replies(c) == ["Echo #2: again"], timeout=15)
