@@ -202,3 +202,7 @@ LOGGING = {
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)
 # Where the echo engine keeps its conversations (turn counts by engine session id).
 ECHO_STATE_DIR = Path(os.environ.get("ECHO_STATE_DIR", VAR_DIR / "echo"))
+# Photos in messages (media_app): the largest photo accepted, in bytes, and how many one
+# message may carry. Uploads go over HTTP (POST /api/uploads/), not the socket.
+MAX_IMAGE_BYTES = int(os.environ.get("MAX_IMAGE_BYTES", str(10_000_000)))
+MAX_IMAGES_PER_MESSAGE = int(os.environ.get("MAX_IMAGES_PER_MESSAGE", "10"))

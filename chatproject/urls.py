@@ -11,12 +11,14 @@ from sessions_app.integrations import IntegrationMessageView
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("thread/<uuid:thread_id>/", views.thread_page, name="thread"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("threads_app.urls")),
+    path("", include("media_app.urls")),
     path("api/chat/send", SendView.as_view(), name="chat-send"),
     path(
         "api/integrations/threads/<uuid:thread_id>/messages/",

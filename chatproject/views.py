@@ -1,8 +1,54 @@
+"""The web UI's pages: the chat (a new one, or a thread resumed at ``/thread/<id>/``)."""
+
+import uuid
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from threads_app.models import Thread
+from threads_app.selectors import get_owned_thread
+
+# The chat page loads only its own scripts and styles, and talks only to its own origin: a
+# message that slipped past the sanitiser could still run nothing.
+CHAT_PAGE_CSP = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data: blob:",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
 
 
 @login_required
+@ensure_csrf_cookie
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    """A new chat."""
+    return _chat_page(request, None)
+
+
+@login_required
+@ensure_csrf_cookie
+def thread_page(request: HttpRequest, thread_id: uuid.UUID) -> HttpResponse:
+    """One of the user's threads, resumed; anyone else's (or a deleted one) is a 404."""
+    thread = get_owned_thread(request.user, thread_id)
+    if thread is None:
+        raise Http404("No such chat.")
+    return _chat_page(request, thread)
+
+
+def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
+    config = {
+        "threadId": str(thread.pk) if thread else None,
+        "threadName": thread.name if thread else "",
+    }
+    response = render(request, "chat.html", {"thread": thread, "chat_config": config})
+    response["Content-Security-Policy"] = CHAT_PAGE_CSP
+    return response

@@ -13,10 +13,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from media_app.parsers import PhotoJSONParser
+from media_app.serializers import ImagesField
 from sessions_app.runtime import bridge
 from threads_app.selectors import get_owned_thread
 from threads_app.services import MessageConflict, ThreadNotOwned, ensure_thread
@@ -32,7 +35,18 @@ NEW_THREAD_NAMESPACE = uuid.UUID("1b0d7a0c-58c4-4c43-9a0b-0f5c8f8e2d51")
 class SendRequestSerializer(serializers.Serializer):
     threadId = serializers.UUIDField(required=False, allow_null=True, help_text="Omit to start a new thread.")
     messageId = serializers.UUIDField(help_text="Client-generated; the idempotency key.")
-    message = serializers.CharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
+    message = serializers.CharField(
+        max_length=MAX_MESSAGE_CHARS,
+        trim_whitespace=False,
+        allow_blank=True,
+        help_text="May be blank with images.",
+    )
+    images = ImagesField(required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs["message"] and not attrs.get("images"):
+            raise serializers.ValidationError({"message": ["This field may not be blank."]})
+        return attrs
 
 
 class SendAnswerSerializer(serializers.Serializer):
@@ -47,6 +61,8 @@ class DetailSerializer(serializers.Serializer):
 
 class SendView(APIView):
     throttle_classes = [SendRateThrottle]
+    # JSON bodies may carry photos: read past Django's 2.5 MB DATA_UPLOAD_MAX_MEMORY_SIZE.
+    parser_classes = [PhotoJSONParser, FormParser, MultiPartParser]
 
     @extend_schema(
         operation_id="chat_send",
@@ -80,7 +96,11 @@ class SendView(APIView):
         try:
             answer = run_on_server_loop(
                 bridge.accept_and_submit(
-                    user=request.user, thread=thread, message_id=message_id, text=data["message"]
+                    user=request.user,
+                    thread=thread,
+                    message_id=message_id,
+                    text=data["message"],
+                    images=data.get("images") or [],
                 )
             )
         except MessageConflict:

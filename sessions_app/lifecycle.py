@@ -26,6 +26,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
+from media_app import services as media_services
+from media_app.images import ImageRejected
 from sessions_app import store
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
@@ -225,12 +227,28 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
     hooks = load_app()
     if hooks.engine_runtime:
+        # Photos come as uploads (POST /api/uploads/) named in fileReferences: the socket's
+        # frames are too small for them. Checked before anything is recorded.
+        try:
+            upload_ids = media_services.parse_references(payload.get("fileReferences"))
+            images = (
+                await database_sync_to_async(media_services.blocks_for_uploads)(live.user, upload_ids)
+                if upload_ids
+                else []
+            )
+        except ImageRejected as exc:
+            raise BadRequest(str(exc)) from None
         if not live.has_first_interaction:
             await _first_interaction(live, text)
         thread = await Thread.objects.aget(pk=live.thread_id)
         try:
             return await bridge.accept_and_submit(
-                user=live.user, thread=thread, message_id=message_id, text=text, session_id=live.id
+                user=live.user,
+                thread=thread,
+                message_id=message_id,
+                text=text,
+                images=images,
+                session_id=live.id,
             )
         except thread_services.MessageConflict:
             raise BadRequest("this message id was already used for a different message") from None

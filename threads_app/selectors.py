@@ -6,6 +6,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from threads_app import content_filters
 from threads_app.models import AcceptedMessage, Box, Step, Thread
 from threads_app.wire import STEP_FIELDS, iso, step_row_to_dict, thread_to_dict
 
@@ -24,12 +25,37 @@ def get_owned_thread(user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread | N
     )
 
 
+# --- transcript rows ----------------------------------------------------------------------
+# Every transcript read selects its rows through ``_step_values`` and turns them into
+# StepDicts with ``_step_dict``: with a content filter registered (``content_filters``; media_app
+# registers one), ``content`` is fetched as the filter's expression (photos already stripped
+# by the database) and shown as the filter says, never parsed whole here.
+
+
+def _step_values(steps: QuerySet[Step]) -> QuerySet[Step, dict[str, Any]]:
+    content_filter = content_filters.active()
+    if content_filter is None:
+        return steps.values(*STEP_FIELDS)
+    fields = [field for field in STEP_FIELDS if field != "content"]
+    return steps.values(*fields, content_text=content_filter.column("content"))
+
+
+def _step_dict(row: dict[str, Any]) -> dict[str, Any]:
+    content_filter = content_filters.active()
+    if "content_text" in row:
+        text = row.pop("content_text")
+        row["content"] = (
+            content_filter.from_text(row["thread_id"], row["id"], text) if content_filter else text
+        )
+    return step_row_to_dict(row)
+
+
 def step_dicts(thread_id: uuid.UUID, *, messages_only: bool = False) -> list[dict[str, Any]]:
     """The transcript of a thread as StepDicts in ``seq`` order."""
     steps = Step.objects.filter(thread_id=thread_id)
     if messages_only:
         steps = steps.filter(type__contains="message")
-    return [step_row_to_dict(row) for row in steps.order_by("seq").values(*STEP_FIELDS)]
+    return [_step_dict(row) for row in _step_values(steps.order_by("seq"))]
 
 
 def owned_thread_dict(user: AbstractBaseUser, thread_id: uuid.UUID) -> dict[str, Any] | None:
@@ -58,32 +84,39 @@ def owned_threads(user: AbstractBaseUser) -> QuerySet[Thread]:
 def history_page(thread_id: uuid.UUID, *, after_seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
     """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, and whether more follow."""
     rows = list(
-        Step.objects.filter(thread_id=thread_id, seq__gt=after_seq)
-        .order_by("seq")
-        .values(*STEP_FIELDS)[: limit + 1]
+        _step_values(Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq"))[: limit + 1]
     )
-    return [step_row_to_dict(row) for row in rows[:limit]], len(rows) > limit
+    return [_step_dict(row) for row in rows[:limit]], len(rows) > limit
 
 
 def last_step_dicts(thread_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` StepDicts of the transcript, in ``seq`` order."""
-    rows = Step.objects.filter(thread_id=thread_id).order_by("-seq").values(*STEP_FIELDS)[:limit]
-    return [step_row_to_dict(row) for row in reversed(list(rows))]
+    rows = _step_values(Step.objects.filter(thread_id=thread_id).order_by("-seq"))[:limit]
+    return [_step_dict(row) for row in reversed(list(rows))]
 
 
 def pending_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
-    """Acceptance records of the thread not yet transcribed, oldest first."""
-    rows = (
-        AcceptedMessage.objects.filter(thread_id=thread_id, state=AcceptedMessage.State.PENDING)
-        .order_by("accepted_at", "id")
-        .values("id", "text", "accepted_at", "images")
-    )
+    """Acceptance records of the thread not yet transcribed, oldest first. Their ``images``
+    go through the content filter like a step's content (a photo's reference names the
+    message id, which is also the id of the user step that will transcribe it)."""
+    pending = AcceptedMessage.objects.filter(
+        thread_id=thread_id, state=AcceptedMessage.State.PENDING
+    ).order_by("accepted_at", "id")
+    content_filter = content_filters.active()
+    if content_filter is None:
+        rows = pending.values("id", "text", "accepted_at", "images")
+    else:
+        rows = pending.values("id", "text", "accepted_at", images_text=content_filter.column("images"))
     return [
         {
             "id": str(row["id"]),
             "text": row["text"],
             "acceptedAt": iso(row["accepted_at"]),
-            "images": row["images"],
+            "images": (
+                content_filter.from_text(thread_id, row["id"], row["images_text"])
+                if content_filter
+                else row["images"]
+            ),
         }
         for row in rows
     ]

@@ -7,6 +7,7 @@ ISO-8601 strings ending in ``Z``.
 from datetime import datetime
 from typing import Any
 
+from threads_app.content_filters import show_blocks
 from threads_app.models import Step, Thread
 
 STEP_FIELDS = (
@@ -54,7 +55,11 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:
-    return step_row_to_dict({field: getattr(step, field) for field in STEP_FIELDS})
+    """The StepDict of a model instance, its content shown as transcript reads show it
+    (``content_filters``: photos become references)."""
+    row = {field: getattr(step, field) for field in STEP_FIELDS}
+    row["content"] = show_blocks(step.thread_id, step.id, step.content)
+    return step_row_to_dict(row)
 
 
 def thread_to_dict(thread: Thread, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:

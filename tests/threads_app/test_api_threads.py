@@ -371,7 +371,7 @@ def test_history_rejects_bad_parameters_with_drf_400(client, thread, params):  #
 def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client, user, thread):  # type: ignore[no-untyped-def]
     steps = add_steps(thread, 3)
     first, second, done, failed = (uuid.uuid4() for _ in range(4))
-    images = [{"type": "image", "mimeType": "image/png", "data": "aGk="}]
+    images = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGk="}}]
     for offset, message_id in enumerate((second, first, done, failed)):
         accept_message(
             message_id=message_id, thread=thread, author=user, text=f"m-{message_id}", images=images
@@ -393,9 +393,15 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
     assert body["thread"]["steps"] == []
     assert [e["id"] for e in body["entries"]] == [str(s.id) for s in steps]
     assert set(body["entries"][0]) == STEP_KEYS
+    # Photos of pending sends are read like a step's (media_app): a reference, not the payload.
     assert body["pending"] == [
-        {"id": str(second), "text": f"m-{second}", "acceptedAt": "2026-01-01T00:00:00Z", "images": images},
-        {"id": str(first), "text": f"m-{first}", "acceptedAt": "2026-01-01T00:00:01Z", "images": images},
+        {
+            "id": str(message_id),
+            "text": f"m-{message_id}",
+            "acceptedAt": f"2026-01-01T00:00:0{n}Z",
+            "images": [{"type": "image", "imageRef": f"{thread.id}/{message_id}/0"}],
+        }
+        for n, message_id in enumerate((second, first))
     ]
 
 

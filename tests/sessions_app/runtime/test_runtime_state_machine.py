@@ -444,6 +444,22 @@ class RuntimeMachine(RuleBasedStateMachine):
 
         self.do(go())
 
+    @rule(order=st.lists(st.integers(0, 1), min_size=2, max_size=4), pause=PAUSES)
+    def pool_burst(self, order: list[int], pause: float) -> None:
+        """Messages for both integration threads arriving together: each parks the other."""
+
+        async def go() -> None:
+            threads = [self.pool_threads[which] for which in order]
+            turns = [await self.new_turn(thread, "!slow 0.005\nburst") for thread in threads]
+            for thread, turn in zip(threads, turns, strict=True):
+                (accepted,) = turn.accepted_ids
+                self.pool_expect[accepted] = (thread.id, "transcribed")
+                task = asyncio.create_task(self.pool.send_to_thread(thread.id, turn))
+                self.pool_tasks.append((task, thread.id, accepted))
+            await asyncio.sleep(pause)
+
+        self.do(go())
+
     @rule(text=TEXTS)
     def pool_send_while_busy(self, text: str) -> None:
         """A send straight to the active thread: refused with SessionBusy iff it is busy."""
@@ -591,7 +607,7 @@ def test_random_lifecycles_keep_the_runtime_invariants(make_thread, echo):  # ty
     run_state_machine_as_test(
         bound_machine(make_thread, str(echo.state_dir)),
         settings=settings(
-            max_examples=int(os.environ.get("RUNTIME_SM_EXAMPLES", "40")),
+            max_examples=int(os.environ.get("RUNTIME_SM_EXAMPLES", "30")),
             stateful_step_count=int(os.environ.get("RUNTIME_SM_STEPS", "15")),
             deadline=None,
             derandomize=os.environ.get("RUNTIME_SM_RANDOM") != "1",

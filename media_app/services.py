@@ -1,0 +1,135 @@
+"""Uploads in, photos out: storing an upload, turning uploads named by a message into image
+blocks, and reading one photo back by its reference."""
+
+import base64
+import binascii
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.files.uploadedfile import UploadedFile
+from django.db.models import Model
+from django.db.models.fields.json import KT
+
+from media_app import images
+from media_app.blocks import MediaRef, find_image
+from media_app.models import Upload
+from media_app.stripping import StrippedJSON, Unreadable, load_stripped
+from threads_app.models import AcceptedMessage, Step, Thread
+
+# --- uploads ------------------------------------------------------------------------------
+
+
+def store_upload(owner: AbstractBaseUser, file: UploadedFile) -> Upload:
+    """Validate an uploaded file (size, then type by its first bytes) and keep it."""
+    images.check_size(file.size or 0)
+    file.seek(0)
+    head = file.read(16)
+    content_type = images.check_type(head)
+    file.seek(0)
+    data = file.read()
+    images.check_size(len(data))
+    return Upload.objects.create(
+        owner=owner,
+        content_type=content_type,
+        size=len(data),
+        data=data,
+        name=(file.name or "")[:255],
+    )
+
+
+def parse_references(references: Any) -> list[uuid.UUID]:
+    """``fileReferences`` of a ``client_message``: a list of ``{"id": <upload id>}`` (or of ids)."""
+    if references in (None, ""):
+        return []
+    if not isinstance(references, list):
+        raise images.ImageRejected("fileReferences must be a list of {id} objects.")
+    images.check_count(len(references))
+    ids = []
+    for reference in references:
+        value = reference.get("id") if isinstance(reference, dict) else reference
+        try:
+            ids.append(uuid.UUID(str(value)))
+        except (TypeError, ValueError, AttributeError):
+            raise images.ImageRejected(f"fileReferences: {value!r} is not an upload id.") from None
+    return ids
+
+
+def blocks_for_uploads(owner: AbstractBaseUser, upload_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+    """The image blocks of the caller's uploads, in the order named. An id that is not one of
+    the caller's uploads is refused as a whole."""
+    images.check_count(len(upload_ids))
+    found = {u.id: u for u in Upload.objects.filter(owner=owner, pk__in=upload_ids)}
+    missing = [str(i) for i in upload_ids if i not in found]
+    if missing:
+        raise images.ImageRejected(f"fileReferences: no upload {', '.join(missing)} of yours.")
+    return [images.block_from_bytes(bytes(found[i].data)) for i in upload_ids]
+
+
+# --- one photo back by its reference ------------------------------------------------------
+
+
+class MediaNotFound(Exception):
+    """No photo behind this reference for this caller."""
+
+
+@dataclass(frozen=True)
+class Photo:
+    data: bytes
+    content_type: str
+    etag: str
+
+
+def _uuid(value: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise MediaNotFound(value) from None
+
+
+# Where an entry's blocks are: a transcript step, else a send not transcribed yet
+# (``bootstrap().pending`` mints references to those with the message id, which is also the
+# id of the user step that transcribes it).
+ENTRIES: tuple[tuple[type[Model], str], ...] = ((Step, "content"), (AcceptedMessage, "images"))
+
+
+def read_image(user: AbstractBaseUser, ref: MediaRef) -> Photo:
+    """The photo behind a reference, if the caller owns its thread.
+
+    Reads the one entry twice, neither time whole: first its stripped skeleton (the database
+    takes the payloads out, as on a history read) to find the ``index``-th image block with
+    the shared enumeration, then that block's payload alone, by its path.
+    """
+    thread_id, entry_id = _uuid(ref.thread_id), _uuid(ref.entry_id)
+    if not Thread.objects.filter(pk=thread_id, owner=user, deleted_at__isnull=True).exists():
+        raise MediaNotFound(str(ref))
+    for model, column in ENTRIES:
+        rows = model._default_manager.filter(pk=entry_id, thread_id=thread_id)
+        found = list(rows.values_list(StrippedJSON(column), flat=True)[:1])
+        if found:
+            skeleton = found[0]
+            break
+    else:
+        raise MediaNotFound(str(ref))
+    try:
+        blocks = load_stripped(skeleton)
+    except Unreadable:
+        raise MediaNotFound(str(ref)) from None
+    # The same enumeration that minted the reference; a block without a payload has no photo.
+    image = find_image(blocks, ref.index)
+    if image is None or image.payload is None:
+        raise MediaNotFound(str(ref))
+    lookup = "__".join([column, *(str(part) for part in image.payload_path)])
+    payload = rows.values_list(KT(lookup), flat=True).first()
+    if not payload:
+        raise MediaNotFound(str(ref))
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise MediaNotFound(str(ref)) from None
+    content_type = images.sniff(data[:16])
+    if content_type is None:
+        raise MediaNotFound(str(ref))
+    return Photo(data, content_type, f'"{hashlib.sha256(data).hexdigest()[:40]}"')

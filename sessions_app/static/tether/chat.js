@@ -1,0 +1,577 @@
+// The chat page: one Socket.IO connection, the transcript, pending sends, the composer.
+//
+// Where a thread's lines come from:
+//   - the bootstrap read when a thread page opens (entries and pending sends);
+//   - resume_thread, when the server resumes the thread into a new session;
+//   - live events: new_message, update_message, delete_message, stream_start/stream_token;
+//   - after a reconnect, the history read after the last seq shown (what was missed).
+// All of them go through Transcript.upsert (keyed by step id), so nothing shows twice, and
+// pending sends are retired in one place, reconcilePending.
+
+import { io } from "./vendor/socket.io.esm.min.js";
+import * as api from "./api.js";
+import { reconcilePending } from "./reconcile.js";
+import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
+import { Sidebar } from "./sidebar.js";
+import { Transcript } from "./transcript.js";
+
+const $ = (selector) => document.querySelector(selector);
+const config = JSON.parse($("#chat-config").textContent);
+
+const dom = {
+  messages: $("#messages"),
+  transcript: $("#transcript"),
+  pending: $("#pending"),
+  empty: $("#empty-state"),
+  banner: $("#banner"),
+  bannerText: $("#banner-text"),
+  bannerAction: $("#banner-action"),
+  notice: $("#notice"),
+  working: $("#working"),
+  form: $("#composer"),
+  input: $("#message-input"),
+  fileInput: $("#file-input"),
+  attachments: $("#attachments"),
+  stop: $("#stop"),
+  title: $("#thread-title"),
+  newChat: $("#new-chat"),
+  sidebar: $("#sidebar"),
+  sidebarToggle: $("#sidebar-toggle"),
+  backdrop: $("#backdrop"),
+};
+
+// --- session ids: one per tab and thread ----------------------------------------------------
+
+const SESSION_PREFIX = "tether.session.";
+
+function uuid4() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+function storage(action, key, value) {
+  try {
+    if (action === "get") return sessionStorage.getItem(key);
+    if (action === "set") sessionStorage.setItem(key, value);
+    if (action === "remove") sessionStorage.removeItem(key);
+  } catch {
+    // Storage disabled: every load is a new session, which still works.
+  }
+  return null;
+}
+
+/** A reload of a thread page restores its session; a new chat always starts a fresh one. */
+function sessionFor(threadId) {
+  if (!threadId) return uuid4();
+  const id = storage("get", SESSION_PREFIX + threadId) || uuid4();
+  storage("set", SESSION_PREFIX + threadId, id);
+  return id;
+}
+
+// --- state ------------------------------------------------------------------------------
+
+const state = {
+  threadId: config.threadId,
+  sessionId: sessionFor(config.threadId),
+  transcript: new Transcript(),
+  pending: [], // sends not transcribed yet: {id, text, state, files?, error?}
+  outbox: new Map(), // message id -> {payload, inflight}: client_message not acknowledged yet
+  running: false,
+  loaded: !config.threadId, // the thread's history has been read
+  files: [], // photos attached to the next message
+};
+const elements = new Map(); // step id -> its <li>
+
+// --- the transcript on screen -------------------------------------------------------------
+
+function nearBottom() {
+  const m = dom.messages;
+  return m.scrollHeight - m.scrollTop - m.clientHeight < 120;
+}
+
+function scrollToBottom() {
+  dom.messages.scrollTop = dom.messages.scrollHeight;
+}
+
+/** Put a step's element where the transcript says it belongs. */
+function place(step) {
+  let node = elements.get(step.id);
+  if (node) fillStep(node, step);
+  else {
+    node = stepElement(step);
+    elements.set(step.id, node);
+  }
+  const entries = state.transcript.entries;
+  const next = entries[entries.indexOf(step) + 1];
+  dom.transcript.insertBefore(node, next ? elements.get(next.id) : null);
+}
+
+function applySteps(steps) {
+  const stick = nearBottom();
+  for (const incoming of steps) {
+    if (!incoming?.id) continue;
+    if (incoming.threadId && state.threadId && incoming.threadId !== state.threadId) continue;
+    const { step, changed } = state.transcript.upsert(incoming);
+    if (changed) {
+      dirty.delete(step.id);
+      place(step);
+    }
+  }
+  reconcile();
+  if (stick) scrollToBottom();
+}
+
+function removeStep(step) {
+  if (!step?.id || !state.transcript.remove(step.id)) return;
+  elements.get(String(step.id))?.remove();
+  elements.delete(String(step.id));
+  updateView();
+}
+
+// Stream tokens are drawn once per frame, however fast they come.
+const dirty = new Set();
+let frame = 0;
+
+function onToken(token) {
+  if (!token?.id) return;
+  const known = elements.has(String(token.id));
+  const step = state.transcript.appendToken(token);
+  if (!step) return;
+  if (!known) {
+    place(step);
+    updateView();
+    return;
+  }
+  dirty.add(step.id);
+  if (!frame) frame = requestAnimationFrame(drawDirty);
+}
+
+function drawDirty() {
+  frame = 0;
+  const stick = nearBottom();
+  for (const id of dirty) {
+    const step = state.transcript.get(id);
+    const node = elements.get(id);
+    if (step && node) fillStep(node, step);
+  }
+  dirty.clear();
+  if (stick) scrollToBottom();
+}
+
+/** A turn ended: a reply still streaming was cut off (stopped, or its engine died) and no
+ * final version will come. It keeps the text it got, without the cursor. */
+function finishStreams() {
+  for (const step of state.transcript.entries.filter((e) => e.streaming)) {
+    step.streaming = false;
+    step.interrupted = true;
+    const node = elements.get(step.id);
+    if (node) fillStep(node, step);
+  }
+}
+
+/** Retire pending sends the transcript now carries (the one comparison, reconcilePending). */
+function reconcile() {
+  const before = state.pending;
+  state.pending = reconcilePending(state.pending, state.transcript.entries);
+  const still = new Set(state.pending.map((p) => p.id));
+  for (const gone of before.filter((p) => !still.has(p.id))) {
+    state.outbox.delete(gone.id);
+    for (const f of gone.files ?? []) URL.revokeObjectURL(f.url);
+  }
+  renderPending();
+}
+
+function addPending(items) {
+  state.pending = [...state.pending, ...items];
+  reconcile();
+}
+
+function setPending(id, changes) {
+  const item = state.pending.find((p) => p.id === id);
+  if (!item) return;
+  Object.assign(item, changes);
+  renderPending();
+}
+
+function renderPending() {
+  dom.pending.replaceChildren(...state.pending.map((item) => pendingElement(item, { onRetry: retry })));
+  updateView();
+}
+
+function updateView() {
+  const empty = state.loaded && state.transcript.size === 0 && state.pending.length === 0;
+  dom.empty.hidden = !empty;
+  dom.messages.classList.toggle("is-empty", empty);
+}
+
+function setRunning(running) {
+  state.running = running;
+  dom.working.hidden = !running;
+  dom.stop.hidden = !running;
+  document.body.dataset.running = String(running);
+}
+
+function setTitle(name) {
+  const title = name || "New chat";
+  dom.title.textContent = title;
+  document.title = `${title} · Tether`;
+}
+
+let noticeTimer = 0;
+function notify(text) {
+  dom.notice.textContent = text;
+  dom.notice.hidden = false;
+  clearTimeout(noticeTimer);
+  noticeTimer = setTimeout(() => (dom.notice.hidden = true), 8000);
+}
+
+// --- the thread this page shows ---------------------------------------------------------------
+
+/** The page's chat now has a thread (its first message created it): show it at its URL. */
+function adoptThread(id) {
+  if (!id || state.threadId === id) return;
+  state.threadId = id;
+  storage("set", SESSION_PREFIX + id, state.sessionId);
+  history.replaceState(null, "", `/thread/${encodeURIComponent(id)}/`);
+  sidebar.setCurrent(id);
+  sidebar.load().then((threads) => {
+    const thread = threads?.find((t) => t.id === id);
+    if (thread && state.threadId === id) setTitle(thread.name);
+  });
+}
+
+async function loadThread() {
+  try {
+    const { thread, entries, pending } = await api.bootstrap(state.threadId);
+    setTitle(thread.name);
+    addPending(pending.map((p) => ({ ...p, state: "pending" })));
+    applySteps(entries);
+  } catch (error) {
+    notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
+  }
+  state.loaded = true;
+  updateView();
+  scrollToBottom();
+}
+
+/** After a reconnect: read what the transcript gained while the socket was down. */
+async function catchUp() {
+  if (!state.threadId || !state.loaded) return;
+  try {
+    applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq()));
+  } catch (error) {
+    notify(`Could not catch up with the chat: ${error.message}`);
+  }
+}
+
+// --- the socket -----------------------------------------------------------------------------
+
+const socket = io({
+  path: "/ws/socket.io",
+  transports: ["websocket"],
+  // Called on every (re)connect: a reconnect restores the same session.
+  auth: (send) => send({ sessionId: state.sessionId, threadId: state.threadId ?? "", clientType: "webapp" }),
+});
+let connectedBefore = false;
+let leaving = false;
+
+function showBanner(text, action) {
+  dom.bannerText.textContent = text;
+  dom.bannerAction.hidden = !action;
+  if (action) {
+    dom.bannerAction.textContent = action.label;
+    dom.bannerAction.onclick = action.run;
+  }
+  dom.banner.hidden = false;
+  document.body.dataset.connection = "down";
+}
+
+function hideBanner() {
+  dom.banner.hidden = true;
+  document.body.dataset.connection = "up";
+}
+
+socket.on("connect", () => {
+  hideBanner();
+  socket.emit("connection_successful");
+  if (connectedBefore) catchUp();
+  connectedBefore = true;
+  flushOutbox();
+});
+
+socket.on("disconnect", (reason) => {
+  for (const entry of state.outbox.values()) entry.inflight = false;
+  if (leaving || reason === "io client disconnect") return;
+  if (reason === "io server disconnect") {
+    // The server let another connection of this session take over (a duplicated tab).
+    showBanner("This chat was opened in another tab or window.", {
+      label: "Continue here",
+      run: () => {
+        state.sessionId = uuid4();
+        if (state.threadId) storage("set", SESSION_PREFIX + state.threadId, state.sessionId);
+        socket.connect();
+      },
+    });
+    return;
+  }
+  showBanner("Connection lost. Reconnecting…");
+});
+
+socket.on("connect_error", (error) => {
+  if (socket.active) {
+    showBanner("Connection lost. Reconnecting…");
+  } else if (error.message === "authentication failed") {
+    showBanner("You are signed out.", {
+      label: "Sign in",
+      run: () => location.assign(`/accounts/login/?next=${encodeURIComponent(location.pathname)}`),
+    });
+  } else {
+    showBanner(`Could not connect: ${error.message}`, { label: "Retry", run: () => socket.connect() });
+  }
+});
+
+socket.on("task_start", () => setRunning(true));
+socket.on("task_end", () => {
+  setRunning(false);
+  finishStreams();
+  // The thread this turn wrote to is now the newest: keep the sidebar's order true.
+  const newest = dom.sidebar.querySelector("#thread-list > li")?.dataset.threadId;
+  if (state.threadId && newest !== state.threadId && !dom.sidebar.querySelector("#thread-search").value) {
+    sidebar.load();
+  }
+});
+socket.on("first_interaction", (data) => adoptThread(data?.thread_id));
+socket.on("resume_thread", (thread) => {
+  setTitle(thread?.name);
+  applySteps(thread?.steps ?? []);
+  state.loaded = true;
+  updateView();
+});
+socket.on("resume_thread_error", (message) => {
+  notify(`Couldn't resume this chat: ${message}`);
+  storage("remove", SESSION_PREFIX + state.threadId);
+  state.threadId = null;
+  history.replaceState(null, "", "/");
+  sidebar.setCurrent(null);
+  setTitle("");
+});
+socket.on("new_message", (step) => applySteps([step]));
+socket.on("update_message", (step) => applySteps([step]));
+socket.on("delete_message", removeStep);
+socket.on("stream_start", (step) => applySteps([{ ...step, streaming: true }]));
+socket.on("stream_token", onToken);
+socket.on("chat-user-message", (data) => {
+  // A send made elsewhere (another tab, the HTTP API) for the thread on screen.
+  if (!data?.messageId || (state.threadId && data.threadId !== state.threadId)) return;
+  addPending([{ id: data.messageId, text: data.text, imageCount: data.imageCount, state: "pending" }]);
+});
+socket.on("error", (data) => notify(data?.message ?? "Something went wrong."));
+
+// --- sending ------------------------------------------------------------------------------
+
+let sendChain = Promise.resolve(); // sends leave in the order they were made
+
+function submit() {
+  const text = dom.input.value;
+  const files = state.files;
+  if (!text.trim() && files.length === 0) return;
+  const item = {
+    id: uuid4(),
+    text,
+    state: "sending",
+    files: files.map((file) => ({ name: file.name, url: URL.createObjectURL(file), file })),
+  };
+  dom.input.value = "";
+  state.files = [];
+  renderAttachments();
+  autosize();
+  addPending([item]);
+  scrollToBottom();
+  sendChain = sendChain.then(() => prepare(item));
+}
+
+/** Upload the photos, then hand the message to the outbox. */
+async function prepare(item) {
+  let fileReferences;
+  if (item.files.length) {
+    try {
+      const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
+      fileReferences = uploaded.map((u) => ({ id: u.id }));
+    } catch (error) {
+      setPending(item.id, { state: "failed", error: `the photo upload failed (${error.message})` });
+      return;
+    }
+  }
+  const message = { id: item.id, output: item.text, type: "user_message", createdAt: new Date().toISOString() };
+  state.outbox.set(item.id, { payload: fileReferences ? { message, fileReferences } : { message }, inflight: false });
+  flushOutbox();
+}
+
+/** Emit what is not acknowledged yet. A send cut off by a drop goes again on the next
+ * connection with the same id, which the server answers as the same message. */
+function flushOutbox() {
+  if (!socket.connected) return;
+  for (const [id, entry] of state.outbox) {
+    if (entry.inflight) continue;
+    entry.inflight = true;
+    socket.emit("client_message", entry.payload, (answer) => onAck(id, answer));
+  }
+}
+
+function onAck(id, answer) {
+  if (!state.outbox.delete(id) && !state.pending.some((p) => p.id === id)) return;
+  if (!answer || answer.error) {
+    setPending(id, { state: "failed", error: answer?.error ?? "no answer" });
+    return;
+  }
+  adoptThread(answer.threadId);
+  setPending(id, { state: answer.queued ? "queued" : "pending" });
+}
+
+function retry(id) {
+  const item = state.pending.find((p) => p.id === id);
+  if (!item) return;
+  setPending(id, { state: "sending", error: undefined });
+  sendChain = sendChain.then(() => prepare(item));
+}
+
+function stop() {
+  if (state.running && socket.connected) socket.emit("stop");
+}
+
+async function newChat() {
+  dom.newChat.disabled = true;
+  for (const control of dom.form.elements) control.disabled = true; // nothing sent into the old chat
+  if (socket.connected) {
+    await new Promise((resolve) => socket.timeout(3000).emit("clear_session", resolve));
+  }
+  if (state.threadId) storage("remove", SESSION_PREFIX + state.threadId);
+  leaving = true;
+  socket.disconnect();
+  location.assign("/");
+}
+
+// --- the composer ---------------------------------------------------------------------------
+
+function autosize() {
+  dom.input.style.height = "auto";
+  dom.input.style.height = `${Math.min(dom.input.scrollHeight, 240)}px`;
+}
+
+function addFiles(files) {
+  const photos = [...files].filter((f) => f.type.startsWith("image/"));
+  if (photos.length < files.length) notify("Only photos can be attached.");
+  state.files = [...state.files, ...photos];
+  renderAttachments();
+}
+
+function renderAttachments() {
+  const chips = state.files.map((file, index) => {
+    const chip = el("span", "attachment");
+    const thumb = el("img", "attachment-thumb");
+    thumb.alt = "";
+    thumb.src = URL.createObjectURL(file);
+    thumb.addEventListener("load", () => URL.revokeObjectURL(thumb.src), { once: true });
+    const remove = el("button", "icon-button");
+    remove.append(icon("close"));
+    remove.type = "button";
+    remove.setAttribute("aria-label", `Remove ${file.name}`);
+    remove.addEventListener("click", () => {
+      state.files = state.files.filter((_, i) => i !== index);
+      renderAttachments();
+      dom.input.focus();
+    });
+    chip.append(thumb, el("span", "attachment-name", file.name), remove);
+    return chip;
+  });
+  dom.attachments.replaceChildren(...chips);
+  dom.attachments.hidden = chips.length === 0;
+}
+
+dom.form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  submit();
+  dom.input.focus();
+});
+dom.input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    submit();
+  }
+});
+dom.input.addEventListener("input", autosize);
+dom.input.addEventListener("paste", (event) => {
+  if (event.clipboardData?.files?.length) {
+    event.preventDefault();
+    addFiles(event.clipboardData.files);
+  }
+});
+dom.fileInput.addEventListener("change", () => {
+  addFiles(dom.fileInput.files);
+  dom.fileInput.value = "";
+  dom.input.focus();
+});
+dom.stop.addEventListener("click", stop);
+dom.newChat.addEventListener("click", newChat);
+dom.transcript.addEventListener("click", (event) => {
+  const button = event.target.closest(".copy-code");
+  if (!button) return;
+  const code = button.closest(".code-block")?.querySelector("pre")?.textContent ?? "";
+  navigator.clipboard?.writeText(code).then(
+    () => (button.textContent = "Copied"),
+    () => (button.textContent = "Copy failed"),
+  );
+  setTimeout(() => (button.textContent = "Copy"), 2000);
+});
+
+function setDrawer(open) {
+  document.body.classList.toggle("drawer-open", open);
+  dom.sidebarToggle.setAttribute("aria-expanded", String(open));
+  if (open) dom.sidebar.querySelector("#thread-search")?.focus();
+}
+dom.sidebarToggle.addEventListener("click", () => setDrawer(!document.body.classList.contains("drawer-open")));
+dom.backdrop.addEventListener("click", () => setDrawer(false));
+
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || event.defaultPrevented) return;
+  if (document.body.classList.contains("drawer-open")) {
+    setDrawer(false);
+    dom.sidebarToggle.focus();
+  } else if (state.running) {
+    event.preventDefault();
+    stop();
+  }
+});
+window.addEventListener("pagehide", () => {
+  leaving = true;
+});
+window.addEventListener("pageshow", (event) => {
+  // Back from the back/forward cache: the same session carries on.
+  if (!event.persisted) return;
+  leaving = false;
+  if (!socket.connected) socket.connect();
+});
+document.addEventListener("tether:renamed", (event) => setTitle(event.detail?.name));
+
+// --- start ------------------------------------------------------------------------------------
+
+const sidebar = new Sidebar(dom.sidebar, {
+  currentId: state.threadId,
+  onError: notify,
+  onDeletedCurrent: () => {
+    storage("remove", SESSION_PREFIX + state.threadId);
+    leaving = true;
+    socket.disconnect();
+    location.assign("/");
+  },
+});
+sidebar.load();
+setTitle(config.threadName);
+setRunning(false);
+updateView();
+if (state.threadId) loadThread();
+if (matchMedia("(min-width: 761px)").matches) dom.input.focus(); // no keyboard popping up on phones

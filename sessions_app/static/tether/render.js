@@ -1,0 +1,185 @@
+// Turning steps into DOM. Message text is markdown rendered by marked, and marked's HTML is
+// sanitised by DOMPurify into a DOM fragment before it touches the page: no string from a
+// message is ever assigned to innerHTML. Raw HTML inside the markdown is not even passed
+// through: it is shown as the text it is.
+
+import { Marked } from "./vendor/marked.esm.js";
+import DOMPurify from "./vendor/purify.es.mjs";
+import { photosOf } from "./photos.js";
+
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
+
+const markdown = new Marked({
+  gfm: true,
+  breaks: true,
+  renderer: {
+    // Block and inline HTML in a message is text, not markup.
+    html({ text }) {
+      return escapeHtml(text);
+    },
+  },
+});
+
+// The only class a message may carry is marked's code-block language.
+DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+  if (data.attrName === "class" && !/^language-[\w+-]+$/.test(data.attrValue)) data.keepAttr = false;
+});
+
+DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName === "A" && node.hasAttribute("href")) {
+    node.setAttribute("target", "_blank");
+    node.setAttribute("rel", "noopener noreferrer nofollow");
+  }
+  if (node.tagName === "IMG") {
+    node.setAttribute("loading", "lazy");
+    node.setAttribute("referrerpolicy", "no-referrer");
+  }
+});
+
+const PURIFY_CONFIG = {
+  RETURN_DOM_FRAGMENT: true,
+  FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "option", "iframe"],
+  FORBID_ATTR: ["style", "id"],
+};
+
+/** Markdown text as a sanitised DocumentFragment, code blocks with a copy button. */
+export function markdownFragment(text) {
+  const fragment = DOMPurify.sanitize(markdown.parse(String(text ?? "")), PURIFY_CONFIG);
+  for (const pre of fragment.querySelectorAll("pre")) {
+    const code = pre.querySelector("code");
+    const language = /language-([\w+-]+)/.exec(code?.getAttribute("class") ?? "")?.[1];
+    const wrapper = el("div", "code-block");
+    const bar = el("div", "code-bar");
+    bar.append(el("span", "code-lang", language ?? "code"));
+    const copy = el("button", "copy-code", "Copy");
+    copy.type = "button";
+    copy.setAttribute("aria-label", "Copy code");
+    bar.append(copy);
+    pre.replaceWith(wrapper);
+    wrapper.append(bar, pre);
+  }
+  return fragment;
+}
+
+// Icons as inline SVG paths (24x24, stroked), so they need no icon font or emoji glyphs.
+const ICONS = {
+  pencil: "M4 20h4L19 9l-4-4L4 16v4zM14 6l4 4",
+  trash: "M4 7h16M9 7V4h6v3M6 7l1 13h10l1-13M10 11v6M14 11v6",
+  close: "M6 6l12 12M18 6L6 18",
+};
+
+export function icon(name) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 24 24");
+  svg.setAttribute("aria-hidden", "true");
+  svg.setAttribute("class", "icon");
+  const path = document.createElementNS(ns, "path");
+  path.setAttribute("d", ICONS[name]);
+  svg.append(path);
+  return svg;
+}
+
+export function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text != null) node.textContent = text;
+  return node;
+}
+
+function photoList(photos) {
+  const list = el("div", "msg-photos");
+  for (const photo of photos) {
+    if (photo.missing) {
+      list.append(el("span", "photo-missing", "[image not displayed]"));
+      continue;
+    }
+    const img = el("img", "photo");
+    img.loading = "lazy";
+    img.decoding = "async";
+    img.alt = photo.alt ?? "Attached photo";
+    img.src = photo.src;
+    list.append(img);
+  }
+  return list;
+}
+
+const ROLE = {
+  user_message: ["user", "You"],
+  assistant_message: ["assistant", "Assistant"],
+  system_message: ["system", "System"],
+};
+
+function roleOf(step) {
+  if (step.isError) return ["error", step.name && step.name !== "assistant" ? step.name : "Error"];
+  if (ROLE[step.type]) return ROLE[step.type];
+  return ["tool", step.name || step.type || "Step"];
+}
+
+/** A transcript step as a list item (`<li class="msg ...">`), filled by fillStep(). */
+export function stepElement(step) {
+  const item = el("li", "msg");
+  item.dataset.id = step.id;
+  fillStep(item, step);
+  return item;
+}
+
+export function fillStep(item, step) {
+  const [role, label] = roleOf(step);
+  item.className = `msg msg-${role}`;
+  item.dataset.type = step.type ?? "";
+  item.dataset.seq = step.seq ?? "";
+  item.toggleAttribute("data-streaming", Boolean(step.streaming));
+  item.setAttribute("aria-busy", step.streaming ? "true" : "false");
+  const author = el("div", "msg-author", label);
+  const body = el("div", "msg-body");
+  if (role === "tool") {
+    const details = el("details", "tool");
+    details.append(el("summary", null, `Used ${label}`));
+    details.append(el("pre", "tool-output", step.output || "…"));
+    body.append(details);
+  } else if (role === "user") {
+    body.classList.add("plain");
+    body.textContent = step.output ?? "";
+  } else {
+    body.append(markdownFragment(step.output ?? ""));
+  }
+  const parts = [author, body];
+  const photos = photosOf(step.content);
+  if (photos.length) parts.push(photoList(photos));
+  if (step.streaming) parts.push(el("span", "cursor", ""));
+  if (step.interrupted) parts.push(el("div", "msg-status", "Interrupted"));
+  item.replaceChildren(...parts);
+}
+
+const PENDING_LABEL = {
+  sending: "Sending…",
+  pending: "Pending",
+  queued: "Queued: waits for the reply in progress",
+  failed: "Not sent",
+};
+
+/** A sent message not transcribed yet. */
+export function pendingElement(item, { onRetry } = {}) {
+  const node = el("li", "msg msg-user pending");
+  node.dataset.id = item.id;
+  node.dataset.state = item.state ?? "pending";
+  const body = el("div", "msg-body plain", item.text ?? "");
+  const parts = [el("div", "msg-author", "You"), body];
+  const previews = item.files?.length
+    ? item.files.map((f) => ({ src: f.url, alt: f.name }))
+    : photosOf(item.images);
+  if (previews.length) parts.push(photoList(previews));
+  else if (item.imageCount) parts.push(el("div", "msg-photos-note", `${item.imageCount} photo(s)`));
+  const status = el("div", "msg-status", item.error ? `${PENDING_LABEL.failed}: ${item.error}` : PENDING_LABEL[node.dataset.state]);
+  if (node.dataset.state === "failed" && onRetry) {
+    const retry = el("button", "link-button", "Retry");
+    retry.type = "button";
+    retry.addEventListener("click", () => onRetry(item.id));
+    status.append(" ", retry);
+  }
+  parts.push(status);
+  node.replaceChildren(...parts);
+  return node;
+}

@@ -1,0 +1,170 @@
+// The sidebar: the user's threads, newest first, with search, rename and delete.
+
+import { deleteThread, fetchUrl, listThreads, renameThread } from "./api.js";
+import { el, icon } from "./render.js";
+
+const SEARCH_DELAY_MS = 250;
+
+export class Sidebar {
+  /**
+   * @param {HTMLElement} root  the <aside> holding #thread-list, #thread-search, #more-threads
+   * @param {{currentId: string|null, onError: (text: string) => void, onDeletedCurrent: () => void}} options
+   */
+  constructor(root, { currentId, onError, onDeletedCurrent }) {
+    this.root = root;
+    this.list = root.querySelector("#thread-list");
+    this.search = root.querySelector("#thread-search");
+    this.more = root.querySelector("#more-threads");
+    this.empty = root.querySelector("#threads-empty");
+    this.currentId = currentId;
+    this.onError = onError;
+    this.onDeletedCurrent = onDeletedCurrent;
+    this.next = null;
+    this.generation = 0; // answers to an older search are dropped
+    let timer = null;
+    this.search.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => this.load(), SEARCH_DELAY_MS);
+    });
+    this.search.form?.addEventListener("submit", (event) => {
+      event.preventDefault();
+      clearTimeout(timer);
+      this.load();
+    });
+    this.more.addEventListener("click", () => this.loadMore());
+  }
+
+  /** (Re)read the list; answers the threads shown (undefined when it failed or was overtaken). */
+  async load() {
+    const generation = ++this.generation;
+    this.root.setAttribute("aria-busy", "true");
+    try {
+      const page = await listThreads({ search: this.search.value });
+      if (generation !== this.generation) return;
+      this.list.replaceChildren(...page.results.map((t) => this.item(t)));
+      this.setNext(page.next);
+      return page.results;
+    } catch (error) {
+      if (generation === this.generation) this.onError(`Could not load your chats: ${error.message}`);
+    } finally {
+      if (generation === this.generation) this.root.setAttribute("aria-busy", "false");
+    }
+  }
+
+  async loadMore() {
+    if (!this.next) return;
+    const generation = this.generation;
+    try {
+      const page = await fetchUrl(this.next);
+      if (generation !== this.generation) return;
+      const known = new Set([...this.list.children].map((li) => li.dataset.threadId));
+      this.list.append(...page.results.filter((t) => !known.has(t.id)).map((t) => this.item(t)));
+      this.setNext(page.next);
+    } catch (error) {
+      this.onError(`Could not load more chats: ${error.message}`);
+    }
+  }
+
+  setNext(next) {
+    this.next = next;
+    this.more.hidden = !next;
+    this.empty.hidden = this.list.children.length > 0;
+    this.empty.textContent = this.search.value.trim() ? "No chats match." : "No chats yet.";
+  }
+
+  setCurrent(id) {
+    this.currentId = id;
+    for (const li of this.list.children) {
+      const link = li.querySelector("a");
+      if (li.dataset.threadId === id) link?.setAttribute("aria-current", "page");
+      else link?.removeAttribute("aria-current");
+    }
+  }
+
+  item(thread) {
+    const li = el("li", "thread-item");
+    li.dataset.threadId = thread.id;
+    const name = thread.name || "Untitled chat";
+    const link = el("a", "thread-link", name);
+    link.href = `/thread/${encodeURIComponent(thread.id)}/`;
+    link.title = name;
+    if (thread.id === this.currentId) link.setAttribute("aria-current", "page");
+    const actions = el("div", "thread-actions");
+    const rename = el("button", "icon-button rename");
+    rename.append(icon("pencil"));
+    rename.type = "button";
+    rename.setAttribute("aria-label", `Rename chat “${name}”`);
+    rename.title = "Rename";
+    rename.addEventListener("click", () => this.startRename(li, thread));
+    const remove = el("button", "icon-button delete");
+    remove.append(icon("trash"));
+    remove.type = "button";
+    remove.setAttribute("aria-label", `Delete chat “${name}”`);
+    remove.title = "Delete";
+    remove.addEventListener("click", () => this.remove(li, thread));
+    actions.append(rename, remove);
+    li.append(link, actions);
+    return li;
+  }
+
+  startRename(li, thread) {
+    const form = el("form", "rename-form");
+    const input = el("input");
+    input.value = thread.name || "";
+    input.maxLength = 255;
+    input.required = true;
+    input.setAttribute("aria-label", "New name of the chat");
+    form.append(input);
+    const original = [...li.children];
+    li.replaceChildren(form);
+    input.focus();
+    input.select();
+    let done = false;
+    const finish = async (save) => {
+      if (done) return;
+      done = true;
+      const name = input.value.trim();
+      if (save && name && name !== thread.name) {
+        try {
+          const updated = await renameThread(thread.id, name);
+          const fresh = this.item(updated);
+          li.replaceWith(fresh);
+          fresh.querySelector(".rename").focus();
+          if (thread.id === this.currentId) document.dispatchEvent(new CustomEvent("tether:renamed", { detail: updated }));
+          return;
+        } catch (error) {
+          this.onError(`Could not rename the chat: ${error.message}`);
+        }
+      }
+      li.replaceChildren(...original);
+      li.querySelector(".rename").focus();
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      finish(true);
+    });
+    input.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    input.addEventListener("blur", () => finish(true));
+  }
+
+  async remove(li, thread) {
+    if (!window.confirm(`Delete the chat “${thread.name || "Untitled chat"}”? This cannot be undone.`)) return;
+    try {
+      await deleteThread(thread.id);
+    } catch (error) {
+      this.onError(`Could not delete the chat: ${error.message}`);
+      return;
+    }
+    const next = li.nextElementSibling ?? li.previousElementSibling;
+    li.remove();
+    this.empty.hidden = this.list.children.length > 0;
+    if (thread.id === this.currentId) this.onDeletedCurrent();
+    else (next?.querySelector("a") ?? this.search).focus();
+  }
+}
