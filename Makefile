@@ -43,3 +43,6 @@ format: install
 bench: install
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/stream.py --no-coalesce
+	$(BIN)/python bench/send.py
+	$(BIN)/python bench/history_media.py
