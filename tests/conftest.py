@@ -70,6 +70,18 @@ def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-
 
 
 @pytest.fixture
+def user(django_user_model):  # type: ignore[no-untyped-def]
+    """A thread owner, for tests that call services and views in-process."""
+    return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
+
+
+@pytest.fixture
+def other_user(django_user_model):  # type: ignore[no-untyped-def]
+    """Someone who must never see the owner's data."""
+    return django_user_model.objects.create_user(username="intruder", password="pw-for-tests-1")
+
+
+@pytest.fixture
 def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
     """``make_user()`` creates a user (``.raw_password`` set), also from async tests: the ORM
     call runs on a worker thread, so Django's async-safety check stays on for the suite."""

@@ -24,11 +24,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
-
-
-@pytest.fixture
 def api(user) -> APIClient:  # type: ignore[no-untyped-def]
     client = APIClient()
     client.force_authenticate(user)

@@ -1,18 +1,16 @@
 """Session records: open/restore/refuse, once-only flag claims, expiry, deferred steps, saves."""
 
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from sessions_app import store
 from sessions_app.models import SocketSession
 from sessions_app.store import SessionNotOwned
+from tests.support.concurrency import run_in_threads
 from threads_app.models import Thread
 from threads_app.services import ensure_thread
 
@@ -42,32 +40,6 @@ def fields(**overrides: Any) -> dict[str, Any]:
 
 def opened(user, channel: str = "chan.one", **overrides: Any) -> SocketSession:  # type: ignore[no-untyped-def]
     return store.open_session(uuid.uuid4(), user, channel=channel, new_fields=fields(**overrides)).record
-
-
-def run_in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` in ``count`` OS threads started together, each closing its connection."""
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[i] = work(i)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-    assert not any(worker.is_alive() for worker in workers)
-    if errors:
-        raise errors[0]
-    return results
 
 
 # --- open_session ---------------------------------------------------------------------------

@@ -57,16 +57,6 @@ BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
-
-
-@pytest.fixture
-def other_user(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(username="intruder", password="pw-for-tests-1")
-
-
-@pytest.fixture
 def client(user) -> APIClient:  # type: ignore[no-untyped-def]
     """An API client authenticated with the user's token."""
     api = APIClient()

@@ -1,14 +1,11 @@
 """Thread creation and transcript writes: idempotent step ids, per-thread seqs, row locking."""
 
-import threading
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
-from django.db import connection
 
+from tests.support.concurrency import run_in_threads
 from threads_app.models import Box, Step, Thread
 from threads_app.selectors import default_box_for
 from threads_app.services import (
@@ -24,49 +21,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
-
-
-@pytest.fixture
-def other_user(django_user_model):  # type: ignore[no-untyped-def]
-    return django_user_model.objects.create_user(username="intruder", password="pw-for-tests-1")
-
-
-@pytest.fixture
 def thread(user) -> Thread:  # type: ignore[no-untyped-def]
     thread, _ = ensure_thread(user, uuid.uuid4(), name="chat")
     return thread
-
-
-def run_in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
-    """Run ``work(i)`` in ``count`` OS threads started together; re-raise the first failure.
-
-    Each thread closes its own database connection when it is done, so the test database
-    can be flushed and dropped afterwards.
-    """
-    barrier = threading.Barrier(count)
-    results: list[Any] = [None] * count
-    errors: list[BaseException] = []
-
-    def run(i: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[i] = work(i)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-    assert not any(worker.is_alive() for worker in workers), "a writer thread hung"
-    if errors:
-        raise errors[0]
-    return results
 
 
 # --- upsert_step ----------------------------------------------------------------------------
