@@ -167,7 +167,7 @@ async def submit(*, user: Any, thread: Thread, box: Box, message_id: uuid.UUID, 
         "text": text,
     }
     try:
-        answer = await bridge._at_owner(box, request)
+        answer = await bridge._at_owner(box.id, request)
     except MailboxError:
         # It may have been accepted all the same (a late answer): resending the same id is safe.
         logger.warning("box %s owner did not answer for integration message %s", box.id, message_id)

@@ -87,11 +87,14 @@ async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSess
 
 async def _submit_here(request: dict[str, Any]) -> bool:
     thread_id = uuid.UUID(request["thread"])
-    box = await _box_of(thread_id)
-    assert box is not None
     if request.get("session"):
         audiences.of(thread_id).add(uuid.UUID(request["session"]))
-    session = await _chat_session(box, thread_id, request["author"])
+    # The thread's session is usually open already: only a new one needs the box's engine.
+    session = pools.find_chat_session(thread_id)
+    if session is None:
+        box = await _box_of(thread_id)
+        assert box is not None
+        session = await _chat_session(box, thread_id, request["author"])
     turn = UserTurn(
         text=request["text"],
         images=list(request.get("images") or []),
@@ -138,16 +141,16 @@ for _kind, _handler in HANDLERS.items():
     mailbox.register(_kind, _handler)
 
 
-async def _at_owner(box: Box, request: dict[str, Any]) -> Any:
+async def _at_owner(box_id: uuid.UUID, request: dict[str, Any]) -> Any:
     """Run ``request`` where the box's pool lives: here, or in the owner's process."""
-    owner, mine = await owner_of(box.id)
+    owner, mine = await owner_of(box_id)
     if not mine:
         try:
             return await mailbox.request(owner, request)
         except MailboxError:
             # The owner did not answer (it may have just died): take the box over if its
             # claim has gone stale, else give up on this request.
-            owner, mine = await owner_of(box.id, fresh=True)
+            owner, mine = await owner_of(box_id, fresh=True)
             if not mine:
                 raise
     return await HANDLERS[request["type"]](request)
@@ -225,13 +228,11 @@ async def accept_and_submit(
         "text": text,
         "images": images,
     }
-    box = await _box_of(thread.pk)
-    assert box is not None
     try:
-        queued = bool(await _at_owner(box, request))
+        queued = bool(await _at_owner(thread.box_id, request))
     except MailboxError:
         # Accepted and durable: the box's next owner re-queues it when it opens the thread.
-        logger.warning("box %s owner unreachable; message %s stays pending", box.id, message_id)
+        logger.warning("box %s owner unreachable; message %s stays pending", thread.box_id, message_id)
         queued = True
     await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
@@ -246,7 +247,7 @@ async def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> bool:
     try:
         return bool(
             await _at_owner(
-                box, {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
+                box.id, {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
             )
         )
     except MailboxError:
@@ -258,7 +259,7 @@ async def stop(thread_id: uuid.UUID) -> bool:
     box = await _box_of(thread_id)
     if box is None:
         return False
-    return bool(await _at_owner(box, {"type": "runtime.stop", "thread": str(thread_id)}))
+    return bool(await _at_owner(box.id, {"type": "runtime.stop", "thread": str(thread_id)}))
 
 
 async def forget(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
@@ -266,4 +267,4 @@ async def forget(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
     audiences.leave_all(session_id)
     if box is not None:
         with contextlib.suppress(MailboxError):
-            await _at_owner(box, {"type": "runtime.forget", "session": str(session_id)})
+            await _at_owner(box.id, {"type": "runtime.forget", "session": str(session_id)})
