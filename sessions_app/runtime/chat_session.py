@@ -227,20 +227,11 @@ class ChatSession:
                     "stream_token", {"id": start["id"], "token": text, "isSequence": False, "isInput": False}
                 )
             case AssistantText(message_id=message_id, text=text):
-                step = await transcript.write_engine_step(
-                    self.thread_id, message_id, type="assistant_message", name="assistant", output=text
-                )
+                step = await transcript.write_assistant_text(self.thread_id, message_id, text)
                 streamed = self._streamed.pop(message_id, None) is not None
                 await self.emit("update_message" if streamed else "new_message", step)
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
-                step = await transcript.write_engine_step(
-                    self.thread_id,
-                    tool_use_id,
-                    type="tool",
-                    name=name,
-                    output="",
-                    metadata={"input": tool_input},
-                )
+                step = await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input)
                 await self.emit("new_message", step)
             case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
                 step = await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)

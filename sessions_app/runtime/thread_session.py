@@ -129,20 +129,11 @@ class ChatThreadSession:
                     "thread %s: task event skipped (integrations get responses only)", self.thread_id
                 )
             case AssistantText(message_id=message_id, text=text):
-                step = await transcript.write_engine_step(
-                    self.thread_id, message_id, type="assistant_message", name="assistant", output=text
-                )
+                step = await transcript.write_assistant_text(self.thread_id, message_id, text)
                 self._texts.append(text)
                 self._step_ids.append(step["id"])
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
-                await transcript.write_engine_step(
-                    self.thread_id,
-                    tool_use_id,
-                    type="tool",
-                    name=name,
-                    output="",
-                    metadata={"input": tool_input},
-                )
+                await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input)
             case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
                 await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
             case TurnResult(outcome=outcome, is_error=is_error, text=text):

@@ -80,6 +80,22 @@ def write_engine_step(
     return step_to_dict(step)
 
 
+async def write_assistant_text(thread_id: uuid.UUID, message_id: str, text: str) -> dict[str, Any]:
+    """A complete assistant message, as both session kinds record it."""
+    return await write_engine_step(
+        thread_id, message_id, type="assistant_message", name="assistant", output=text
+    )
+
+
+async def write_tool_call(
+    thread_id: uuid.UUID, tool_use_id: str, name: str, tool_input: dict[str, Any]
+) -> dict[str, Any]:
+    """A tool call; its output lands later through ``finish_tool_step``."""
+    return await write_engine_step(
+        thread_id, tool_use_id, type="tool", name=name, output="", metadata={"input": tool_input}
+    )
+
+
 @database_sync_to_async
 def finish_tool_step(
     thread_id: uuid.UUID, tool_use_id: str, output: str, is_error: bool
