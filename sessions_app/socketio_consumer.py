@@ -9,7 +9,6 @@ there is no long-polling and no upgrade. Binary attachments are refused with an 
 """
 
 import asyncio
-import json
 import logging
 import secrets
 from typing import Any
@@ -219,11 +218,3 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
 
     async def socketio_disconnect(self) -> None:
         """The namespace connection ended (client left, close, or missed heartbeat)."""
-
-
-def encode_event(event: str, *args: Any) -> str:
-    """The text frame of an EVENT packet, for callers that fan one event out to many sockets."""
-    return "4" + sio.Packet(sio.EVENT, [event, *args], binary=False).encode()
-
-
-__all__ = ["ConnectionRefused", "SocketIOConsumer", "encode_event", "json"]
