@@ -30,8 +30,10 @@ class SocketSession(models.Model):
     resumed = models.BooleanField(default=False)
     ended = models.BooleanField(default=False, help_text="on_chat_end has been claimed.")
 
-    # The channel name of the consumer holding the socket, empty while disconnected.
+    # The channel name of the consumer holding the socket, empty while disconnected, and the
+    # process holding it (its mailbox address): a socket of a dead process is no socket.
     socket_channel = models.CharField(max_length=200, blank=True, default="")
+    socket_owner = models.CharField(max_length=200, blank=True, default="")
     disconnected_at = models.DateTimeField(null=True, blank=True)
     # Bumped on every connect; a process whose in-memory copy is older rebuilds it.
     generation = models.PositiveIntegerField(default=0)
@@ -52,3 +54,25 @@ class SocketSession(models.Model):
     @property
     def is_connected(self) -> bool:
         return bool(self.socket_channel)
+
+
+class ServerProcess(models.Model):
+    """A running server process and its heartbeat: the liveness every claim is judged by.
+
+    Claims (a box's runtime, a session's turn, a socket, an accepted send) name the process
+    that holds them by its mailbox address. A process whose heartbeat lapsed is dead: what
+    it held is free, and the recovery loop of a live process takes it over. A process that
+    shuts down gracefully deletes its row after releasing its claims.
+    """
+
+    address = models.CharField(max_length=200, primary_key=True, help_text="Its mailbox channel.")
+    pid = models.PositiveIntegerField()
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    app = models.CharField(max_length=255, blank=True, default="", help_text="CHAT_APP it runs.")
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField()
+    # Set by a graceful shutdown: the process takes no new work while it finishes what it has.
+    draining = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"

@@ -120,18 +120,47 @@ class AcceptedMessage(models.Model):
     accepted_at = models.DateTimeField(auto_now_add=True)
 
     class Source(models.TextChoices):
-        CHAT = "chat"  # the web chat and POST /api/chat/send: queued and drained
+        CHAT = "chat"  # engine-runtime apps: the thread's ChatSession queues and drains it
+        HOOK = "hook"  # hooks-API apps: the sending session's on_message answers it
         INTEGRATION = "integration"  # integration threads: one turn at a time, no queue
+
+    class Outcome(models.TextChoices):
+        """How the turn that transcribed the send ended (blank while it runs)."""
+
+        NONE = "", "not finished"
+        REPLIED = "replied"
+        INTERRUPTED = "interrupted"  # stopped by the user; the partial reply is kept
+        ERROR = "error"  # the engine or the hook failed, or the server died mid-turn
+
+    class Failure(models.TextChoices):
+        """Why a send was never transcribed (state ``failed``); the UI shows it."""
+
+        NONE = "", "none"
+        STOPPED = "stopped"  # a stop dropped it from the queue
+        LIMIT = "limit"  # refused by a limit
+        ENGINE = "engine"  # the engine could not take it
+        SERVER = "server"  # the server could not run it (its session ended first)
 
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.CHAT)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
+    failure = models.CharField(max_length=16, choices=Failure.choices, blank=True, default="")
+    # The socket session that sent it (hooks-API sends run in that session).
+    session_id = models.UUIDField(null=True, blank=True)
+    # The server process (its mailbox address) that holds the send, queued or running; a
+    # holder whose process stopped beating leaves it to the recovery loop.
+    holder = models.CharField(max_length=200, blank=True, default="")
     # Whether the send had to wait behind a running turn, as first answered; repeats of the
     # same message id (also concurrent ones) get this same answer.
     queued = models.BooleanField(null=True, blank=True)
     step = models.ForeignKey(Step, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
-        indexes = [models.Index(fields=["thread", "state"], name="accepted_thread_state")]
+        indexes = [
+            models.Index(fields=["thread", "state"], name="accepted_thread_state"),
+            # The recovery loop's scan: sends not settled yet (pending, or transcribed with no outcome).
+            models.Index(fields=["state", "outcome"], name="accepted_open"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.id} ({self.state})"
