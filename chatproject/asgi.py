@@ -14,6 +14,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from sessions_app.auth import BrowserOriginValidator, TokenAuthMiddleware  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
+from sessions_app.shutdown import graceful_shutdown  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
 
@@ -25,3 +26,6 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+
+# SIGTERM drains the process (finish or hand over turns, release claims, close sockets).
+graceful_shutdown.install_on_daphne()

@@ -184,6 +184,15 @@ STATIC_ROOT = VAR_DIR / "static"
 CHAT_APP = os.environ.get("CHAT_APP", "sessions_app.default_app")
 # Seconds a disconnected session is kept so that a reconnect restores it.
 SESSION_TIMEOUT = float(os.environ.get("SESSION_TIMEOUT", "3600"))
+# Liveness (sessions_app.processes): each server process writes a heartbeat this often, and
+# one whose heartbeat is older than PROCESS_DEAD_AFTER is dead; what it held is taken over.
+PROCESS_HEARTBEAT_EVERY = float(os.environ.get("PROCESS_HEARTBEAT_EVERY", "0.5"))
+PROCESS_DEAD_AFTER = float(os.environ.get("PROCESS_DEAD_AFTER", "2"))
+# How often the recovery loop (sessions_app.recovery) looks for sends nobody holds.
+RECOVERY_EVERY = float(os.environ.get("RECOVERY_EVERY", "1"))
+# SIGTERM: seconds a stopping process gives running turns to finish before it ends them
+# with an error step (sessions_app.shutdown).
+SHUTDOWN_GRACE = float(os.environ.get("SHUTDOWN_GRACE", "10"))
 # Keep the user's ``env`` in the persisted user session (off: it is replaced by {}).
 PERSIST_USER_ENV = _env_bool("PERSIST_USER_ENV", False)
 # Engine.IO transport settings, announced to clients in the open packet.

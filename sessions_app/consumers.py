@@ -9,8 +9,8 @@ from sessions_app import lifecycle
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
-from sessions_app.runtime.bridge import thread_group
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
+from sessions_app.thread_bus import thread_group
 
 logger = logging.getLogger(__name__)
 
@@ -36,16 +36,33 @@ class ChatConsumer(SocketIOConsumer):
     async def socketio_connected(self) -> None:
         assert self.live is not None
         local_sockets.attach(self.live.id, self)
-        await self.channel_layer.group_add(session_group(self.live.id), self.channel_name)
+        await self._group("add", session_group(self.live.id))
 
     async def socketio_disconnect(self) -> None:
+        """Always completes: the session is marked disconnected (so it can expire) even when
+        the channel layer is down."""
         live = self.live
         if live is None:
             return
         local_sockets.detach(live.id, self)
-        await self.channel_layer.group_discard(session_group(live.id), self.channel_name)
-        await self._follow_thread(None)
-        await lifecycle.disconnect(live, self.channel_name)
+        try:
+            await lifecycle.disconnect(live, self.channel_name)
+        finally:
+            await self._group("discard", session_group(live.id))
+            await self._follow_thread(None)
+
+    async def _group(self, op: str, group: str) -> bool:
+        """Join or leave a channel-layer group; a layer error is logged, not raised (the
+        socket still gets what this process emits to it directly)."""
+        try:
+            if op == "add":
+                await self.channel_layer.group_add(group, self.channel_name)
+            else:
+                await self.channel_layer.group_discard(group, self.channel_name)
+        except Exception as exc:
+            logger.warning("group_%s %s for socket %s failed: %r", op, group, self.eio_sid, exc)
+            return False
+        return True
 
     async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
         handler = self._handlers().get(event)
@@ -72,9 +89,9 @@ class ChatConsumer(SocketIOConsumer):
         if group == self.thread_group:
             return
         if self.thread_group:
-            await self.channel_layer.group_discard(self.thread_group, self.channel_name)
+            await self._group("discard", self.thread_group)
         if group:
-            await self.channel_layer.group_add(group, self.channel_name)
+            await self._group("add", group)
         self.thread_group = group
 
     def _handlers(self) -> dict[str, Callable[[LiveSession, Any], Awaitable[Any]]]:
@@ -93,13 +110,15 @@ class ChatConsumer(SocketIOConsumer):
         await self.emit(message["event"], *message["args"])
 
     async def thread_event(self, message: dict[str, Any]) -> None:
+        if self.live is not None and message.get("skip_session") == str(self.live.id):
+            return  # this session had it directly
         await self.emit(message["event"], message["data"])
 
     async def session_superseded(self, message: dict[str, Any]) -> None:
         """Another socket restored this session; this one steps aside."""
         if self.live is not None:
             local_sockets.detach(self.live.id, self)
-            await self.channel_layer.group_discard(session_group(self.live.id), self.channel_name)
+            await self._group("discard", session_group(self.live.id))
             await self._follow_thread(None)
             self.live = None
         await self.close()

@@ -5,15 +5,22 @@ otherwise the event goes to the session's group on the channel layer, which the 
 holding the socket in another process has joined.
 """
 
+import logging
 import threading
 import uuid
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
 
+logger = logging.getLogger(__name__)
+
 
 class EmittingSocket(Protocol):
+    closed: bool
+
     async def emit(self, event: str, *args: Any) -> None: ...
+
+    async def go_away(self) -> None: ...
 
 
 def session_group(session_id: uuid.UUID) -> str:
@@ -40,6 +47,14 @@ class LocalSockets:
         with self._lock:
             return self._sockets.get(session_id)
 
+    def session_ids(self) -> list[uuid.UUID]:
+        with self._lock:
+            return list(self._sockets)
+
+    def all(self) -> list[EmittingSocket]:
+        with self._lock:
+            return list(self._sockets.values())
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._sockets)
@@ -49,10 +64,19 @@ local_sockets = LocalSockets()
 
 
 async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None:
+    """Deliver one event to the session's socket, wherever it is; never raises.
+
+    Delivery is best effort per socket: a socket that is closing or gone, or a channel layer
+    that is down, loses this event for this session only. Whoever emits (an engine run, a
+    hook) carries on, so the run finishes and is transcribed whatever happens to a socket.
+    """
     socket = local_sockets.get(session_id)
-    if socket is not None:
-        await socket.emit(event, *args)
+    if socket is not None and not getattr(socket, "closed", False):
+        await socket.emit(event, *args)  # the consumer drops frames for a socket that went away
         return
-    await get_channel_layer().group_send(
-        session_group(session_id), {"type": "session.emit", "event": event, "args": list(args)}
-    )
+    try:
+        await get_channel_layer().group_send(
+            session_group(session_id), {"type": "session.emit", "event": event, "args": list(args)}
+        )
+    except Exception as exc:
+        logger.warning("event %s for session %s not delivered: %r", event, session_id, exc)

@@ -31,7 +31,6 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.types import OpenApiTypes
@@ -50,10 +49,10 @@ from sessions_app.runtime import bridge
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools
 from sessions_app.runtime.thread_session import TurnResponse
+from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
 from threads_app.services import MessageConflict, ThreadNotOwned, accept_message, ensure_thread, record_queued
 from threads_app.throttling import SendRateThrottle
-from threads_app.wire import iso
 
 logger = logging.getLogger(__name__)
 
@@ -232,21 +231,7 @@ async def accept_here(request: dict[str, Any]) -> str:
             return ACCEPTED
         _in_flight.add(thread_id)
     try:
-        await get_channel_layer().group_send(
-            bridge.thread_group(thread_id),
-            {
-                "type": "thread.event",
-                "event": "chat-user-message",
-                "data": {
-                    "threadId": str(thread_id),
-                    "messageId": str(message_id),
-                    "text": request["text"],
-                    "imageCount": 0,
-                    "author": request["author"],
-                    "acceptedAt": iso(accepted.accepted_at),
-                },
-            },
-        )
+        await publish_accepted(accepted, author=request["author"], image_count=0)
         await database_sync_to_async(record_queued)(message_id, False)
     finally:
         task = asyncio.get_running_loop().create_task(

@@ -28,10 +28,11 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import store
+from sessions_app import hook_sends, store
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession, live_sessions
+from sessions_app.mailbox import mailbox
 from sessions_app.runtime import bridge
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
@@ -83,6 +84,7 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
             session_id,
             user,
             channel=channel,
+            owner=await mailbox.channel(),
             new_fields={
                 "thread_id": thread_id or uuid.uuid4(),
                 "thread_id_to_resume": thread_id,
@@ -103,7 +105,10 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
     live.restored = opened.restored
     if opened.previous_channel and opened.previous_channel != channel:
         # Another socket held this session (a half-open drop, or a second tab): retire it.
-        await get_channel_layer().send(opened.previous_channel, {"type": "session.superseded"})
+        try:
+            await get_channel_layer().send(opened.previous_channel, {"type": "session.superseded"})
+        except Exception as exc:  # the layer is down: the old socket's own drop detaches it
+            logger.warning("could not retire the previous socket of session %s: %r", session_id, exc)
     return live
 
 
@@ -196,16 +201,6 @@ def parse_client_message(payload: Any) -> tuple[uuid.UUID, str, dict[str, Any]]:
     return message_id, output, message
 
 
-async def accept_user_message(live: LiveSession, message_id: uuid.UUID, text: str) -> Message:
-    """Record a user message as a transcript step (same id twice = one step)."""
-    if not live.has_first_interaction:
-        await _first_interaction(live, text)
-    message = Message(text, author=live.user.get_username(), type="user_message", id=message_id)
-    message.created_at = timezone.now()
-    await live.save_message(message)
-    return message
-
-
 async def _first_interaction(live: LiveSession, text: str) -> None:
     """Create the thread (named after the first message) and flush steps sent before it."""
     try:
@@ -225,23 +220,25 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
 
 async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
+    retry = payload.get("retry") is True  # "send again" of a send that failed
     hooks = load_app()
+    images: list[dict[str, Any]] = []
     if hooks.engine_runtime:
         # Photos come as uploads (POST /api/uploads/) named in fileReferences: the socket's
         # frames are too small for them. Checked before anything is recorded.
         try:
             upload_ids = media_services.parse_references(payload.get("fileReferences"))
-            images = (
-                await database_sync_to_async(media_services.blocks_for_uploads)(live.user, upload_ids)
-                if upload_ids
-                else []
-            )
+            if upload_ids:
+                images = await database_sync_to_async(media_services.blocks_for_uploads)(
+                    live.user, upload_ids
+                )
         except ImageRejected as exc:
             raise BadRequest(str(exc)) from None
-        if not live.has_first_interaction:
-            await _first_interaction(live, text)
-        thread = await Thread.objects.aget(pk=live.thread_id)
-        try:
+    if not live.has_first_interaction:
+        await _first_interaction(live, text)
+    thread = await Thread.objects.aget(pk=live.thread_id)
+    try:
+        if hooks.engine_runtime:
             return await bridge.accept_and_submit(
                 user=live.user,
                 thread=thread,
@@ -249,13 +246,11 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
                 text=text,
                 images=images,
                 session_id=live.id,
+                retry=retry,
             )
-        except thread_services.MessageConflict:
-            raise BadRequest("this message id was already used for a different message") from None
-    message = await accept_user_message(live, message_id, text)
-    if hooks.on_message is not None:
-        live.run_hook(hooks.on_message, message)
-    return {"threadId": str(live.thread_id), "messageId": str(message_id)}
+        return await hook_sends.accept_and_answer(live, thread, message_id, text, retry=retry)
+    except thread_services.MessageConflict:
+        raise BadRequest("this message id was already used for a different message") from None
 
 
 async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
@@ -297,10 +292,13 @@ async def chat_settings_change(live: LiveSession, payload: Any) -> None:
 
 
 async def stop(live: LiveSession) -> None:
-    """Cancel the running turn (here or in another process), say so once, run on_stop."""
+    """Cancel the running turn (here or in another process), say so once, run on_stop.
+    What was streamed of the reply is kept (marked interrupted); sends waiting behind it are
+    dropped and reported as not sent."""
     if load_app().engine_runtime:
         await bridge.stop(live.thread_id)
     else:
+        await hook_sends.drop_waiting(live, "stopped")
         await _cancel_turn(live)
     token = live.activate()
     try:
@@ -378,6 +376,8 @@ async def _end(live: LiveSession) -> None:
     live.chat_context.clear()
     if hooks.engine_runtime and live.has_first_interaction:
         await bridge.forget(live.id, live.thread_id)
+    if not hooks.engine_runtime:
+        await hook_sends.fail_unanswered(live)
     live_sessions.remove(live)
     await database_sync_to_async(store.delete_session)(live.id)
 
@@ -397,6 +397,8 @@ class ExpirySweeper:
         while True:
             await asyncio.sleep(period)
             try:
+                # A socket whose process died is no socket: its session starts expiring now.
+                await database_sync_to_async(store.detach_dead_sockets)()
                 for session_id in await database_sync_to_async(store.expired_session_ids)(
                     settings.SESSION_TIMEOUT
                 ):
@@ -406,3 +408,4 @@ class ExpirySweeper:
 
 
 expiry_sweeper = ExpirySweeper()
+mailbox.on_start(lambda _address: expiry_sweeper.ensure_running())

@@ -24,8 +24,13 @@ from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
 from sessions_app.chat.message import Message
 from sessions_app.emitter import emit_to_session
 from sessions_app.models import SocketSession
+from sessions_app.runtime import transcript
+from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
+from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.thread_bus import publish_on_thread
 from sessions_app.turns import TurnClaim, stop_handlers
 from threads_app import services as thread_services
+from threads_app.models import AcceptedMessage
 from threads_app.selectors import step_dicts
 from threads_app.wire import step_fields
 
@@ -60,6 +65,12 @@ class LiveSession:
         self._tasks: set[asyncio.Task] = set()
         self.current_task: asyncio.Task | None = None
         self.stopping = False
+        # The process is shutting down: a hook cancelled now ends with an error, not "stopped".
+        self.shutting_down = False
+        # Accepted sends waiting for their turn (hooks-API apps), by message id.
+        self._waiting: dict[uuid.UUID, asyncio.Task] = {}
+        # Messages a running hook is streaming: a stop keeps what was streamed of them.
+        self._open_streams: dict[uuid.UUID, Message] = {}
         stop_handlers.add(self.id, self._remote_stop)
 
     # --- what hooks read -----------------------------------------------------------------
@@ -124,6 +135,7 @@ class LiveSession:
 
     async def save_message(self, message: Message) -> None:
         """Write a message as a transcript step (or keep it until the thread exists)."""
+        self._open_streams.pop(message.id, None)
         message.thread_id = self.thread_id
         step = message.to_dict()
         seq = await database_sync_to_async(self._write_step)(step)
@@ -136,6 +148,55 @@ class LiveSession:
             return None
         written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
         return written.seq
+
+    def track_stream(self, message: Message) -> None:
+        """A hook started streaming ``message`` (its text so far is on the user's screen)."""
+        self._open_streams[message.id] = message
+
+    async def _keep_open_streams(self, *, interrupted: bool) -> None:
+        """Transcribe what was streamed of messages the hook never finished, and show them as
+        final (a stop marks them interrupted)."""
+        streams, self._open_streams = self._open_streams, {}
+        for message in streams.values():
+            if interrupted:
+                message.metadata = {**message.metadata, "interrupted": True}
+            message.streaming = False
+            try:
+                await self.save_message(message)
+                await self.emit("update_message", message.to_dict())
+            except Exception:
+                logger.exception("could not keep the partial message %s of session %s", message.id, self.id)
+
+    # --- accepted sends (hooks-API apps) ----------------------------------------------------
+
+    def answer_send(self, accepted_id: uuid.UUID, text: str) -> bool:
+        """Queue ``on_message`` for an accepted send; True when it waits behind a turn. Its
+        user step is transcribed when its turn begins, so the transcript reads in turn order."""
+        queued = self.current_task is not None or bool(self._waiting)
+        self._waiting[accepted_id] = self.run_hook(self._answer, accepted_id, text, send=accepted_id)
+        return queued
+
+    async def _answer(self, accepted_id: uuid.UUID, text: str) -> None:
+        from sessions_app.chat.hooks import load_app  # the registry imports this package
+
+        self._waiting.pop(accepted_id, None)
+        step = await transcript.write_user_step(
+            self.thread_id, UserTurn(text=text, accepted_ids=[accepted_id]), self.user.get_username()
+        )
+        message = Message.from_step(step)
+        self.chat_context.add(message)
+        await self.emit("new_message", step)
+        await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
+        on_message = load_app().on_message
+        if on_message is not None:
+            await on_message(message)
+
+    def drop_waiting(self) -> list[uuid.UUID]:
+        """Cancel the sends waiting for their turn (a stop); returns their ids."""
+        waiting, self._waiting = self._waiting, {}
+        for task in waiting.values():
+            task.cancel()
+        return list(waiting)
 
     async def delete_message(self, message: Message) -> None:
         self.chat_context.remove(message)
@@ -155,39 +216,74 @@ class LiveSession:
     # --- running hooks --------------------------------------------------------------------
 
     def run_hook(
-        self, hook: Callable[..., Awaitable[Any]], *args: Any, with_task: bool = True
+        self,
+        hook: Callable[..., Awaitable[Any]],
+        *args: Any,
+        with_task: bool = True,
+        send: uuid.UUID | None = None,
     ) -> asyncio.Task:
-        """Run a hook as a task of this session; hooks of one session never overlap."""
-        task = asyncio.create_task(self._run(hook, args, with_task))
+        """Run a hook as a task of this session; hooks of one session never overlap. ``send``
+        names the accepted send the turn answers: its outcome is recorded when the turn ends."""
+        task = asyncio.create_task(self._run(hook, args, with_task, send))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _run(self, hook: Callable[..., Awaitable[Any]], args: tuple[Any, ...], with_task: bool) -> None:
-        async with self._turn_lock, TurnClaim(self.id):
-            self.current_task = asyncio.current_task()
-            self.stopping = False
-            current_session.set(self)
-            if with_task:
-                await self.emit("task_start", None)
-            try:
-                await self.ensure_context()
-                await hook(*args)
-            except asyncio.CancelledError:
-                logger.info("hook %s of session %s was cancelled", getattr(hook, "__name__", hook), self.id)
-            except Exception as exc:
-                logger.exception("hook %s of session %s failed", getattr(hook, "__name__", hook), self.id)
-                await self._report_error(exc)
-            finally:
-                self.current_task = None
-                if with_task and not self.stopping:
-                    await self.emit("task_end", None)
-                if not self.cleared:
-                    await self.persist()
+    async def _run(
+        self,
+        hook: Callable[..., Awaitable[Any]],
+        args: tuple[Any, ...],
+        with_task: bool,
+        send: uuid.UUID | None,
+    ) -> None:
+        name = getattr(hook, "__name__", hook)
+        outcome = AcceptedMessage.Outcome.REPLIED
+        async with self._turn_lock:
+            async with TurnClaim(self.id):
+                self.current_task = asyncio.current_task()
+                self.stopping = False
+                current_session.set(self)
+                if with_task:
+                    await self.emit("task_start", None)
+                try:
+                    await self.ensure_context()
+                    await hook(*args)
+                except asyncio.CancelledError:
+                    logger.info("hook %s of session %s was cancelled", name, self.id)
+                    if self.shutting_down:
+                        outcome = AcceptedMessage.Outcome.ERROR
+                        await self._keep_open_streams(interrupted=False)
+                        await self._report_error(None)
+                    else:
+                        outcome = AcceptedMessage.Outcome.INTERRUPTED
+                        await self._keep_open_streams(interrupted=True)
+                except Exception as exc:
+                    logger.exception("hook %s of session %s failed", name, self.id)
+                    outcome = AcceptedMessage.Outcome.ERROR
+                    await self._keep_open_streams(interrupted=False)
+                    await self._report_error(exc)
+                finally:
+                    self.current_task = None
+                    if send is not None:
+                        await self._settle(send, outcome)
+                    if not self.cleared:
+                        await self.persist()
+            # The claim is released before task_end goes out: a reconnect that hears task_end
+            # must not find the turn still claimed (it would announce task_start for nothing).
+            if with_task and not self.stopping:
+                await self.emit("task_end", None)
 
-    async def _report_error(self, exc: Exception) -> None:
+    async def _settle(self, send: uuid.UUID, outcome: str) -> None:
         try:
-            await Message(f"{type(exc).__name__}: {exc}", author="Error", is_error=True).send()
+            await transcript.settle_turn([send], outcome)
+        except Exception:
+            logger.exception("could not record the outcome of send %s", send)
+
+    async def _report_error(self, exc: Exception | None) -> None:
+        """Say in the transcript that the turn failed (``None``: the server stopped mid-turn)."""
+        text = f"{type(exc).__name__}: {exc}" if exc is not None else SERVER_STOPPED_TEXT
+        try:
+            await Message(text, author="Error", is_error=True).send()
         except Exception:
             logger.exception("could not report a hook error to session %s", self.id)
 
@@ -201,12 +297,22 @@ class LiveSession:
         return True
 
     async def _remote_stop(self) -> None:
-        self.cancel_current()
+        if self.cancel_current():
+            await self.wait_current()
 
     async def wait_current(self, timeout: float = 5.0) -> None:
+        """Wait for the cancelled hook to end. A cancellation that lands while the hook waits
+        on a database call is swallowed by ``sync_to_async`` (it lets the call finish), so it
+        is repeated until the hook is gone."""
         task = self.current_task
-        if task is not None:
-            await asyncio.wait({task}, timeout=timeout)
+        if task is None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not task.done() and loop.time() < deadline:
+            await asyncio.wait({task}, timeout=0.1)
+            if not task.done() and (self.stopping or self.shutting_down):
+                task.cancel()
 
     def cancel_all(self) -> None:
         for task in list(self._tasks):
@@ -234,6 +340,10 @@ class LiveSessions:
     def put(self, session: LiveSession) -> None:
         with self._lock:
             self._sessions[session.id] = session
+
+    def all(self) -> list[LiveSession]:
+        with self._lock:
+            return list(self._sessions.values())
 
     def remove(self, session: LiveSession) -> None:
         with self._lock:

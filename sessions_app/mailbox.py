@@ -12,7 +12,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
+
+from sessions_app.processes import heartbeat, is_alive
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ class Mailbox:
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
+        self._on_start: list[Callable[[str], None]] = []
 
     def register(self, kind: str, handler: Handler) -> None:
         """Handle messages of ``type == kind``; a request gets the handler's return value."""
@@ -52,9 +57,27 @@ class Mailbox:
         assert ready is not None
         if starting:
             name = await get_channel_layer().new_channel()
+            # The liveness row exists before this address can be named by any claim.
+            await database_sync_to_async(heartbeat.register)(name)
             self._keep(loop.create_task(self._read(name)))
             ready.set_result(name)
+            with self._lock:
+                started = list(self._on_start)
+            for callback in started:
+                callback(name)
         return await ready
+
+    def on_start(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(address)`` when the mailbox starts (in the event loop): the
+        process-wide loops (recovery, expiry) start with it."""
+        with self._lock:
+            self._on_start.append(callback)
+
+    @property
+    def address(self) -> str:
+        """This process's address if the mailbox has started, else ''."""
+        ready = self._ready
+        return ready.result() if ready is not None and ready.done() and not ready.cancelled() else ""
 
     def _keep(self, task: asyncio.Task) -> None:
         self._tasks.add(task)
@@ -69,11 +92,26 @@ class Mailbox:
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._waiting[request_id] = answer
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         try:
-            await self.send(channel, {**message, "reply_to": reply_to, "request_id": request_id})
-            return await asyncio.wait_for(answer, timeout)
-        except TimeoutError:
-            raise MailboxError(f"no answer to {message['type']} within {timeout}s") from None
+            try:
+                await self.send(channel, {**message, "reply_to": reply_to, "request_id": request_id})
+            except Exception as exc:  # the channel layer is down or its connection went stale
+                raise MailboxError(f"could not send {message['type']}: {exc!r}") from exc
+            # Wait for the answer, but not for a process that died meanwhile: its liveness is
+            # checked between short waits, so a dead owner is noticed in about a heartbeat.
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise MailboxError(f"no answer to {message['type']} within {timeout}s")
+                try:
+                    return await asyncio.wait_for(
+                        asyncio.shield(answer), min(remaining, settings.PROCESS_HEARTBEAT_EVERY)
+                    )
+                except TimeoutError:
+                    if not await database_sync_to_async(is_alive)(channel):
+                        raise MailboxError(f"{channel} died before answering {message['type']}") from None
         finally:
             with self._lock:
                 self._waiting.pop(request_id, None)

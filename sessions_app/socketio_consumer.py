@@ -28,6 +28,7 @@ CLOSE_NORMAL = 1000
 CLOSE_PROTOCOL_ERROR = 4002  # RFC 6455 1002, protocol error
 CLOSE_POLICY = 4008  # RFC 6455 1008, policy violation (here: a missed pong)
 CLOSE_TOO_BIG = 4009  # RFC 6455 1009, message too big
+CLOSE_GOING_AWAY = 4001  # RFC 6455 1001, the server is shutting down: reconnect elsewhere
 
 ERROR_EVENT = "error"
 
@@ -51,6 +52,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             return
         self.eio_sid = secrets.token_urlsafe(15)
         self.sio_sid: str | None = None
+        self.closed = False
         self.max_payload = settings.SOCKETIO_MAX_PAYLOAD
         self._pong = asyncio.Event()
         await self.accept()
@@ -69,6 +71,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         self._heartbeat = asyncio.create_task(self._ping_loop())
 
     async def disconnect(self, code: int) -> None:
+        self.closed = True
         heartbeat = getattr(self, "_heartbeat", None)
         if heartbeat is not None:
             heartbeat.cancel()
@@ -76,7 +79,40 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             self.sio_sid = None
             await self.socketio_disconnect()
 
+    async def go_away(self) -> None:
+        """The server is shutting down: end the namespace connection (its disconnect runs
+        to completion now) and close, so the client reconnects to another process at once."""
+        if self.sio_sid is not None:
+            self.sio_sid = None
+            await self.socketio_disconnect()
+        await self.close(code=CLOSE_GOING_AWAY)
+
+    async def send(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
+    ) -> None:
+        """Write a frame unless the socket is closing or gone. A write to a socket that went
+        away is dropped for this socket only: it must never raise into whoever emitted (an
+        engine run, a hook, another session's delivery)."""
+        if getattr(self, "closed", False):
+            return
+        try:
+            await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
+        except Exception as exc:  # autobahn's Disconnected, or a transport already torn down
+            logger.debug("socket %s is gone; frame dropped (%r)", getattr(self, "eio_sid", "?"), exc)
+            self.closed = True
+
+    async def close(self, code: int | bool | None = None, reason: str | None = None) -> None:
+        if getattr(self, "closed", False):
+            return
+        self.closed = True
+        try:
+            await super().close(code=code, reason=reason)
+        except Exception as exc:
+            logger.debug("close of socket %s failed (%r)", getattr(self, "eio_sid", "?"), exc)
+
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if self.closed:
+            return  # frames after a close (or after the server closed) are ignored
         # maxPayload counts bytes, as Engine.IO does: a text frame is measured UTF-8 encoded.
         size = len(bytes_data) if bytes_data is not None else len((text_data or "").encode())
         if size > self.max_payload:

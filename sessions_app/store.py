@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from sessions_app.models import SocketSession
+from sessions_app.processes import held_by_live_process
 from threads_app.services import save_thread_session
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ def open_session(
     user: AbstractBaseUser,
     *,
     channel: str,
+    owner: str = "",
     new_fields: dict[str, Any],
 ) -> OpenedSession:
     """Restore the session ``session_id`` for ``user`` on ``channel``, or create it.
@@ -60,15 +62,24 @@ def open_session(
                     raise SessionNotOwned(str(session_id))
                 previous = record.socket_channel
                 record.socket_channel = channel
+                record.socket_owner = owner
                 record.disconnected_at = None
                 record.generation = F("generation") + 1
-                record.save(update_fields=["socket_channel", "disconnected_at", "generation", "updated_at"])
+                record.save(
+                    update_fields=[
+                        "socket_channel",
+                        "socket_owner",
+                        "disconnected_at",
+                        "generation",
+                        "updated_at",
+                    ]
+                )
                 record.refresh_from_db(fields=["generation"])
                 return OpenedSession(record, restored=True, previous_channel=previous)
         try:
             with transaction.atomic():
                 record = SocketSession.objects.create(
-                    id=session_id, user=user, socket_channel=channel, **new_fields
+                    id=session_id, user=user, socket_channel=channel, socket_owner=owner, **new_fields
                 )
             return OpenedSession(record, restored=False, previous_channel="")
         except IntegrityError:
@@ -97,7 +108,7 @@ def mark_disconnected(session_id: uuid.UUID, channel: str) -> bool:
     """Record the drop unless another socket already took the session over."""
     return (
         SocketSession.objects.filter(pk=session_id, socket_channel=channel).update(
-            socket_channel="", disconnected_at=timezone.now()
+            socket_channel="", socket_owner="", disconnected_at=timezone.now()
         )
         == 1
     )
@@ -135,6 +146,17 @@ def claim_end(session_id: uuid.UUID, *, expired_before: datetime | None = None) 
     if expired_before is not None:
         sessions = sessions.filter(socket_channel="", disconnected_at__lte=expired_before)
     return sessions.update(ended=True) == 1
+
+
+def detach_dead_sockets() -> int:
+    """Sessions whose socket belonged to a process that died count as disconnected from now
+    on, so they expire (and get ``on_chat_end``) like any other dropped session."""
+    return (
+        SocketSession.objects.filter(ended=False)
+        .exclude(socket_channel="")
+        .exclude(held_by_live_process("socket_owner"))
+        .update(socket_channel="", socket_owner="", disconnected_at=timezone.now())
+    )
 
 
 def expired_session_ids(timeout_seconds: float) -> list[uuid.UUID]:

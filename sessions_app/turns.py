@@ -1,10 +1,10 @@
 """Who runs a session's turn right now, across processes, and how to stop it from anywhere.
 
 A turn (a hook run) is claimed in the session record with a conditional UPDATE that names the
-claiming process's mailbox channel and a heartbeat. A second process that receives a message
-for the same session waits for the claim, so hooks of one session never overlap even when
-the socket moved between processes mid-turn. A claim whose heartbeat is older than
-``STALE_AFTER`` belongs to a dead process and may be taken over.
+claiming process's mailbox address. A second process that receives a message for the same
+session waits for the claim, so hooks of one session never overlap even when the socket moved
+between processes mid-turn. A claim held by a dead process (``sessions_app.processes``) is
+free and may be taken over.
 
 ``stop`` sent from the process holding the socket reaches the process running the turn
 through that process's mailbox (``sessions_app.mailbox``).
@@ -15,7 +15,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -24,16 +23,16 @@ from django.utils import timezone
 
 from sessions_app.mailbox import mailbox
 from sessions_app.models import SocketSession
+from sessions_app.processes import held_by_live_process
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_EVERY = 2.0
-STALE_AFTER = 10.0
 CLAIM_POLL = 0.05
 
 
 def _fresh_claim() -> Q:
-    return ~Q(turn_owner="") & Q(turn_heartbeat__gte=timezone.now() - timedelta(seconds=STALE_AFTER))
+    """The turn is held by a live process (a dead process's claim is free)."""
+    return ~Q(turn_owner="") & held_by_live_process("turn_owner")
 
 
 @database_sync_to_async
@@ -47,18 +46,13 @@ def _try_claim(session_id: uuid.UUID, owner: str) -> bool:
 
 
 @database_sync_to_async
-def _beat(session_id: uuid.UUID, owner: str) -> None:
-    SocketSession.objects.filter(pk=session_id, turn_owner=owner).update(turn_heartbeat=timezone.now())
-
-
-@database_sync_to_async
 def _release(session_id: uuid.UUID, owner: str) -> None:
     SocketSession.objects.filter(pk=session_id, turn_owner=owner).update(turn_owner="", turn_heartbeat=None)
 
 
 @database_sync_to_async
 def turn_running(session_id: uuid.UUID) -> bool:
-    """True while some process holds a live claim on this session's turn."""
+    """True while some live process holds this session's turn."""
     return SocketSession.objects.filter(_fresh_claim(), pk=session_id).exists()
 
 
@@ -101,29 +95,21 @@ mailbox.register("turn.stop", stop_handlers)
 
 
 class TurnClaim:
-    """``async with TurnClaim(session_id):`` waits for and holds the session's turn."""
+    """``async with TurnClaim(session_id):`` waits for and holds the session's turn. The claim
+    lasts as long as this process is alive; no per-turn heartbeat is needed."""
 
     def __init__(self, session_id: uuid.UUID) -> None:
         self.session_id = session_id
         self._owner = ""
-        self._beating: asyncio.Task | None = None
 
     async def __aenter__(self) -> "TurnClaim":
         self._owner = await mailbox.channel()
         while not await _try_claim(self.session_id, self._owner):  # noqa: ASYNC110 - the claim lives in the database
             await asyncio.sleep(CLAIM_POLL)
-        self._beating = asyncio.create_task(self._heartbeat())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._beating is not None:
-            self._beating.cancel()
         await asyncio.shield(_release(self.session_id, self._owner))
-
-    async def _heartbeat(self) -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_EVERY)
-            await _beat(self.session_id, self._owner)
 
 
 async def request_remote_stop(session_id: uuid.UUID) -> bool:

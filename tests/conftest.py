@@ -22,6 +22,19 @@ os.environ["PASSWORD_HASHERS"] = FAST_HASHER
 # Rate-limit counters live in Redis when it is configured; each run counts on its own.
 os.environ["CACHE_KEY_PREFIX"] = f"tether-test-{os.urandom(4).hex()}"
 settings.PASSWORD_HASHERS = [FAST_HASHER]
+# The test runner's own process takes no orphaned work (the servers it starts do): in-process
+# tests must not race the live servers for boxes and sends.
+settings.RECOVERY_EVERY = 0
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_process_heartbeat(django_db_setup):  # type: ignore[no-untyped-def]
+    """In-process tests that use the mailbox register this process's liveness row; its
+    heartbeat thread stops before the test database is dropped."""
+    yield
+    from sessions_app.processes import heartbeat
+
+    heartbeat.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

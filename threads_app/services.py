@@ -99,6 +99,8 @@ def accept_message(
     text: str,
     images: list[dict[str, Any]] | None = None,
     source: str = AcceptedMessage.Source.CHAT,
+    session_id: uuid.UUID | None = None,
+    holder: str = "",
 ) -> tuple[AcceptedMessage, bool]:
     """Record a user send; the message id is the idempotency key.
 
@@ -117,6 +119,8 @@ def accept_message(
                     text=text,
                     images=images,
                     source=source,
+                    session_id=session_id,
+                    holder=holder,
                 ),
                 True,
             )
@@ -132,6 +136,23 @@ def accept_message(
     if not same:
         raise MessageConflict(str(message_id)) from None
     return existing, False
+
+
+def revive_failed(message_id: uuid.UUID, *, holder: str = "") -> bool:
+    """ "Send again" of a send that failed before it was transcribed (a stop dropped it, say):
+    it becomes pending again, exactly once however many retries race."""
+    return (
+        AcceptedMessage.objects.filter(
+            pk=message_id, state=AcceptedMessage.State.FAILED, step__isnull=True
+        ).update(state=AcceptedMessage.State.PENDING, failure="", queued=None, holder=holder)
+        == 1
+    )
+
+
+def take_over_send(message_id: uuid.UUID, *, previous_holder: str, holder: str) -> bool:
+    """Become the holder of a send whose holder died (or that nobody held); True for the one
+    caller that won."""
+    return AcceptedMessage.objects.filter(pk=message_id, holder=previous_holder).update(holder=holder) == 1
 
 
 def record_queued(message_id: uuid.UUID, queued: bool) -> None:

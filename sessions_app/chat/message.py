@@ -92,6 +92,7 @@ class Message:
             if self.created_at is None:
                 self.created_at = datetime.now(UTC)
             self.thread_id = session.thread_id
+            session.track_stream(self)
             await session.emit("stream_start", self.to_dict())
         self.content = token if is_sequence else self.content + token
         await session.emit(

@@ -15,17 +15,18 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
 
 from sessions_app.emitter import emit_to_session
 from sessions_app.mailbox import MailboxError, mailbox
+from sessions_app.models import SocketSession
+from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.ownership import owner_of
 from sessions_app.runtime.pool import pools
-from threads_app.models import Box, Thread
-from threads_app.services import accept_message, record_queued, settled_queued
-from threads_app.wire import iso
+from sessions_app.thread_bus import publish_accepted
+from threads_app.models import AcceptedMessage, Box, Thread
+from threads_app.services import accept_message, record_queued, revive_failed, settled_queued
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,21 @@ def _box_of(thread_id: uuid.UUID) -> Box | None:
 
 async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSession:
     pool = pools.for_box(box.id, box.engine, box.engine_options)
-    return await pool.chat_session(thread_id, emit=audiences.of(thread_id), author=author)
+    audience = audiences.of(thread_id)
+    if pool.chat_sessions.get(thread_id) is None:
+        # A new owner (after a takeover) knows no watchers yet: the sessions showing the
+        # thread right now are in the database.
+        for session_id in await database_sync_to_async(_watching_sessions)(thread_id):
+            audience.add(session_id)
+    return await pool.chat_session(thread_id, emit=audience, author=author)
+
+
+def _watching_sessions(thread_id: uuid.UUID) -> list[uuid.UUID]:
+    return list(
+        SocketSession.objects.filter(thread_id=thread_id, ended=False, has_first_interaction=True)
+        .exclude(socket_channel="")
+        .values_list("id", flat=True)
+    )
 
 
 async def _submit_here(request: dict[str, Any]) -> bool:
@@ -159,23 +174,19 @@ async def _at_owner(box_id: uuid.UUID, request: dict[str, Any]) -> Any:
 # --- what the lifecycle calls ----------------------------------------------------------------
 
 
-def thread_group(thread_id: uuid.UUID) -> str:
-    """The channel-layer group of every socket showing this thread (the thread's bus)."""
-    return f"thread.{thread_id.hex}"
-
-
 SETTLE_POLL = 0.02
-SETTLE_WAIT = 10.0
+SETTLE_WAIT = 2.0
 
 
-async def _settled_queued(message_id: uuid.UUID) -> bool:
-    """The first answer's ``queued`` for a repeated message id; waits while that first
-    request is still in flight (it records the value right before answering)."""
+async def _first_answer(message_id: uuid.UUID) -> bool | None:
+    """The first answer's ``queued`` for a repeated message id, waiting briefly while that
+    first request is still in flight (it records the value right before answering). None
+    when it never settled: the first request died before handing the send over."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SETTLE_WAIT
     while (queued := await database_sync_to_async(settled_queued)(message_id)) is None:
         if loop.time() > deadline:
-            return True  # accepted and durable; it is waiting somewhere
+            return None
         await asyncio.sleep(SETTLE_POLL)
     return queued
 
@@ -188,14 +199,16 @@ async def accept_and_submit(
     text: str,
     images: list[dict[str, Any]] | None = None,
     session_id: uuid.UUID | None = None,
+    retry: bool = False,
 ) -> dict[str, Any]:
-    """The one acceptance path of every send (socket ``client_message`` and the HTTP API).
+    """The one acceptance path of every chat send (socket ``client_message`` and the HTTP API).
 
     The AcceptedMessage row is committed and ``chat-user-message`` is on the thread's bus
     before the answer; then the message goes to the thread's ChatSession (now, or queued).
     The message id is the idempotency key: a repeat, also a concurrent one, gets the same
-    answer and makes no second record. Raises MessageConflict for a reused id with other
-    content.
+    answer and makes no second record; a repeat of a send whose first request died before
+    handing it over hands it over now. ``retry`` ("send again") revives a send that failed
+    before it was transcribed. Raises MessageConflict for a reused id with other content.
     """
     images = images or []
     accepted, created = await database_sync_to_async(accept_message)(
@@ -203,39 +216,55 @@ async def accept_and_submit(
     )
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
     if not created:
-        return {**answer, "queued": await _settled_queued(message_id)}
-    await get_channel_layer().group_send(
-        thread_group(thread.pk),
-        {
-            "type": "thread.event",
-            "event": "chat-user-message",
-            "data": {
-                "threadId": str(thread.pk),
-                "messageId": str(message_id),
-                "text": text,
-                "imageCount": len(images),
-                "author": user.get_username(),
-                "acceptedAt": iso(accepted.accepted_at),
-            },
-        },
-    )
-    request = {
-        "type": "runtime.submit",
-        "thread": str(thread.pk),
-        "session": str(session_id) if session_id else None,
-        "author": user.get_username(),
-        "message": str(message_id),
-        "text": text,
-        "images": images,
-    }
-    try:
-        queued = bool(await _at_owner(thread.box_id, request))
-    except MailboxError:
-        # Accepted and durable: the box's next owner re-queues it when it opens the thread.
-        logger.warning("box %s owner unreachable; message %s stays pending", thread.box_id, message_id)
-        queued = True
+        if retry and await database_sync_to_async(revive_failed)(message_id):
+            accepted.state = AcceptedMessage.State.PENDING
+        elif accepted.state != AcceptedMessage.State.PENDING:
+            return {**answer, "queued": bool(accepted.queued)}
+        elif (queued := await _first_answer(message_id)) is not None:
+            return {**answer, "queued": queued}
+        else:
+            logger.info("send %s was never handed over; handing it over now", message_id)
+    # Other tabs show it at once (again, for a revived or never-announced send).
+    await publish_accepted(accepted, author=user.get_username(), image_count=len(images))
+    queued = await hand_over(accepted, author=user.get_username(), session_id=session_id)
     await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
+
+
+async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.UUID | None = None) -> bool:
+    """Give an accepted send to its thread's ChatSession, wherever the box's pool lives.
+    Returns whether it waits in a queue. When the owner cannot be reached (the channel layer
+    is down, the owner died) the send stays pending: the recovery loop hands it over later."""
+    request = {
+        "type": "runtime.submit",
+        "thread": str(accepted.thread_id),
+        "session": str(session_id) if session_id else None,
+        "author": author,
+        "message": str(accepted.pk),
+        "text": accepted.text,
+        "images": list(accepted.images),
+    }
+    try:
+        return bool(await _at_owner(accepted.box_id, request))
+    except Exception as exc:  # MailboxError, or the layer failing under the claim
+        logger.warning(
+            "box %s owner unreachable (%r); send %s stays pending for recovery",
+            accepted.box_id,
+            exc,
+            accepted.pk,
+        )
+        return True
+
+
+async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -> None:
+    """Run in the box's owner: make sure the thread's ChatSession holds every send accepted
+    for it and not transcribed, and has closed turns a dead runner left open."""
+    session = pools.find_chat_session(thread_id)
+    if session is None:
+        box = await database_sync_to_async(Box.objects.get)(pk=box_id)
+        await _chat_session(box, thread_id, author)  # a new session recovers on creation
+    else:
+        session.recover(await transcript.pending_turns(thread_id))
 
 
 async def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> bool:

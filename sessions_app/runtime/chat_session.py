@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 Emit = Callable[[str, Any], Awaitable[None]]
 ENGINE_DIED_TEXT = "The engine stopped unexpectedly; your next message starts it again."
+SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it again."
 
 
 class ChatSession:
@@ -72,6 +73,11 @@ class ChatSession:
         self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
         self._background: set[asyncio.Task] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
+        self._partial: dict[str, list[str]] = {}  # engine message id -> the tokens streamed so far
+        self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
+        # A graceful shutdown: no new turn starts here; what is queued stays pending in the
+        # database for the box's next owner.
+        self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -99,7 +105,13 @@ class ChatSession:
 
     async def send(self, turn: UserTurn) -> bool:
         """Start the turn now, or return False (busy, stopping, or closing): then enqueue."""
-        if self.is_busy() or self.phase is Phase.STOPPING or self.in_close_window() or self._closing:
+        if (
+            self.is_busy()
+            or self.phase is Phase.STOPPING
+            or self.in_close_window()
+            or self._closing
+            or self.draining
+        ):
             return False
         if self.phase is Phase.IDLE:
             if not await self._start_run():
@@ -137,6 +149,7 @@ class ChatSession:
             or self.phase is Phase.STOPPING
             or self.in_close_window()
             or self._closing
+            or self.draining
             or self._handing_over > 0
         )
         self._handing_over += 1
@@ -190,6 +203,7 @@ class ChatSession:
             self._move(Phase.READY)
             self.queue.insert(0, turn)
             raise
+        self._turn_ids = list(turn.accepted_ids)
         await self.emit("task_start", None)
         await self.emit("new_message", step)
         try:
@@ -209,6 +223,7 @@ class ChatSession:
                     self.engine_session_id = session_id
                     await transcript.save_engine_session_id(self.thread_id, session_id)
             case StreamDelta(message_id=message_id, text=text):
+                self._partial.setdefault(message_id, []).append(text)
                 start = self._streamed.get(message_id)
                 if start is None:  # the step id is derived once per message, not per token
                     start = {
@@ -228,6 +243,7 @@ class ChatSession:
                 )
             case AssistantText(message_id=message_id, text=text):
                 step = await transcript.write_assistant_text(self.thread_id, message_id, text)
+                self._partial.pop(message_id, None)
                 streamed = self._streamed.pop(message_id, None) is not None
                 await self.emit("update_message" if streamed else "new_message", step)
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
@@ -247,13 +263,17 @@ class ChatSession:
                 assert_never(message)
 
     async def _on_result(self, result: TurnResult) -> None:
+        stopping = self.phase is Phase.STOPPING
         if self.phase is Phase.STREAMING:
             self._move(Phase.READY)  # the busy flip comes before the result's side effects
-        self._streamed.clear()
+        interrupted = stopping or result.outcome == "interrupted"
+        await self._keep_partial_replies(interrupted=interrupted)
         if result.is_error:
             await self.emit("new_message", await self._error_step(result.text or "The turn failed."))
+        outcome = "error" if result.is_error else "interrupted" if interrupted else "replied"
+        await self._settle_turn(outcome)
         await self.emit("task_end", None)
-        if self.queue and self.phase is Phase.READY and not self._closing:
+        if self.queue and self.phase is Phase.READY and not self._closing and not self.draining:
             merged = UserTurn.merge(self.queue)
             self.queue.clear()
             await self._begin_turn(merged)
@@ -266,19 +286,56 @@ class ChatSession:
         self.run = None
         self.runs_open -= 1
         self._closing = False
-        self._streamed.clear()
         self._was_busy = False
         self._move(Phase.IDLE)
+        # A reply cut here (a stop, or the engine dying) keeps what was streamed of it.
+        await self._keep_partial_replies(interrupted=was_stopping)
         if was_streaming:
             await self.emit("new_message", await self._error_step(ENGINE_DIED_TEXT))
+            await self._settle_turn("error")
             await self.emit("task_end", None)
-        if was_stopping:  # sends refused while stopping were queued after stop() dropped the rest
+        elif self._turn_ids:  # stopped mid-turn: the result never came
+            await self._settle_turn("interrupted")
+        if self.draining:
+            pass  # queued sends stay pending in the database for the box's next owner
+        elif was_stopping:  # sends refused while stopping were queued after stop() dropped the rest
             self._drop(self.queue)
             self.queue.clear()
         elif self.queue:
             merged = UserTurn.merge(self.queue)
             self.queue.clear()
             await self.submit(merged)  # a send that came meanwhile may be starting a run: ride it
+
+    async def _keep_partial_replies(self, *, interrupted: bool) -> None:
+        """Transcribe replies that were streamed but never completed, with what the user saw
+        of them, and show them as final (marked interrupted when a stop cut them)."""
+        streamed, self._streamed = self._streamed, {}
+        for message_id, start in streamed.items():
+            text = "".join(self._partial.pop(message_id, []))
+            step = await transcript.write_engine_step(
+                self.thread_id,
+                message_id,
+                type="assistant_message",
+                name=start.get("name") or "assistant",
+                output=text,
+                metadata={"interrupted": True} if interrupted else {},
+            )
+            await self.emit("update_message", step)
+        self._partial.clear()
+
+    async def _settle_turn(self, outcome: str) -> None:
+        """Record how the turn in flight ended on the sends it carried."""
+        ids, self._turn_ids = self._turn_ids, []
+        if ids:
+            await transcript.settle_turn(ids, outcome)
+
+    async def close_orphaned_turns(self) -> None:
+        """Turns this thread's previous runner (a process that died or was stopped) left
+        without an outcome end here, with a visible error step; the user can send again."""
+        for accepted_ids in await transcript.unsettled_turns(self.thread_id):
+            step = await self._error_step(SERVER_STOPPED_TEXT)
+            await transcript.settle_turn(accepted_ids, "error")
+            await self.emit("new_message", step)
 
     async def _error_step(self, text: str) -> dict[str, Any]:
         return await transcript.write_engine_step(
@@ -313,16 +370,25 @@ class ChatSession:
         await self.wait_idle()
 
     def _drop(self, turns: list[UserTurn]) -> None:
-        """Record the accepted ids a stop drops (queued turns are never transcribed yet) and
+        """Record the accepted ids a stop drops (queued turns are never transcribed yet),
         mark their acceptance records failed, so that no reader shows them as still pending
-        and no later session re-queues them."""
+        and no later session re-queues them, and tell the watchers they were not sent."""
         ids = [i for turn in turns for i in turn.accepted_ids]
         if not ids:
             return
         self.dropped.extend(ids)
-        task = asyncio.create_task(transcript.mark_dropped(ids))
+        self._taken.difference_update(ids)  # a "send again" of one of them is taken afresh
+        task = asyncio.create_task(self._report_dropped(ids))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _report_dropped(self, ids: list[uuid.UUID]) -> None:
+        await transcript.mark_failed(ids, "stopped")
+        for accepted_id in ids:
+            await self.emit(
+                "message_failed",
+                {"threadId": str(self.thread_id), "messageId": str(accepted_id), "reason": "stopped"},
+            )
 
     async def restart(self) -> None:
         """Close the run without stopping: the close handler drains into a fresh run."""
@@ -336,6 +402,35 @@ class ChatSession:
         await self.stop()
         self.engine_session_id = None  # the stopped run may have reported the old id meanwhile
         await transcript.save_engine_session_id(self.thread_id, "")
+
+    async def drain(self) -> None:
+        """A graceful shutdown: start no new turn; once the turn in flight (if any) lands,
+        close the run without dropping the queue (it stays pending for the next owner)."""
+        self.draining = True
+        if self.phase is Phase.STREAMING:
+            return  # ``finish_draining`` closes it after the result, or after the grace period
+        await self.finish_draining(in_time=True)
+
+    async def finish_draining(self, *, in_time: bool) -> None:
+        """Close the run. ``in_time`` False: the grace period ran out mid-turn; the turn ends
+        with an error step (what was streamed of the reply is kept)."""
+        run = self.run
+        if run is None or self.phase not in (Phase.READY, Phase.STREAMING):
+            return
+        if self.phase is Phase.STREAMING:
+            if not in_time:
+                await self._keep_partial_replies(interrupted=False)
+                await self.emit("new_message", await self._error_step(SERVER_STOPPED_TEXT))
+                await self._settle_turn("error")
+                await self.emit("task_end", None)
+            self._was_busy = True
+            self._move(Phase.STOPPING)
+            self._closing = True
+            await run.interrupt()
+        else:
+            self._closing = True
+        await run.close()
+        await self._wait_pump(timeout=5)
 
     async def interrupt(self) -> None:
         if self.run is not None and self.phase is Phase.STREAMING:

@@ -48,7 +48,9 @@ class ChatSessionPool:
                 author=author,
             )
             self.chat_sessions[thread_id] = session
-            # Sends accepted but never transcribed (a crash, a restart, a dead owner) go first.
+            # A turn the thread's previous runner left open ends with a visible error; sends
+            # accepted but never transcribed (a crash, a restart, a dead owner) go first.
+            await session.close_orphaned_turns()
             session.recover(await transcript.pending_turns(thread_id))
             await self._evict_beyond_limit()
         self.chat_sessions.move_to_end(thread_id)

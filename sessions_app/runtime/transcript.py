@@ -135,8 +135,31 @@ def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
 
 
 @database_sync_to_async
-def mark_dropped(accepted_ids: list[uuid.UUID]) -> None:
-    """Sends a stop cleared from the queue: never answered, and not pending any more."""
+def mark_failed(accepted_ids: list[uuid.UUID], failure: str) -> None:
+    """Sends that will never be transcribed (a stop dropped them from the queue, say): not
+    pending any more, with the reason the UI shows."""
     AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING).update(
-        state=AcceptedMessage.State.FAILED
+        state=AcceptedMessage.State.FAILED, failure=failure, holder=""
     )
+
+
+@database_sync_to_async
+def settle_turn(accepted_ids: list[uuid.UUID], outcome: str) -> None:
+    """Record how the turn that transcribed these sends ended (replied, interrupted, error)."""
+    AcceptedMessage.objects.filter(pk__in=accepted_ids, outcome="").update(outcome=outcome, holder="")
+
+
+@database_sync_to_async
+def unsettled_turns(thread_id: uuid.UUID) -> list[list[uuid.UUID]]:
+    """The thread's chat turns that began (their sends transcribed) but never ended: the
+    process running them died or stopped mid-turn. One list of accepted ids per turn."""
+    rows = AcceptedMessage.objects.filter(
+        thread_id=thread_id,
+        state=AcceptedMessage.State.TRANSCRIBED,
+        outcome="",
+        source=AcceptedMessage.Source.CHAT,
+    ).order_by("accepted_at")
+    turns: dict[uuid.UUID | None, list[uuid.UUID]] = {}
+    for accepted_id, step_id in rows.values_list("id", "step_id"):
+        turns.setdefault(step_id, []).append(accepted_id)
+    return list(turns.values())

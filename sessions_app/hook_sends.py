@@ -1,0 +1,127 @@
+"""Sends of hooks-API apps: accepted like every send, answered by the session's ``on_message``.
+
+The same acceptance as the engine runtime: the AcceptedMessage row (the message id is the
+idempotency key) is committed and ``chat-user-message`` is on the thread's bus before the
+client's ack. The send is then held by this process (``holder``) and queued on the session:
+when its turn begins its user step is transcribed and shown to every tab, then
+``on_message`` runs, and the turn's outcome is recorded on the row. A repeat of the message
+id (a resend after a lost ack) gets the same answer and runs nothing. A send whose holder
+died is taken over by the process holding the session's socket (``sessions_app.recovery``):
+re-run if its turn never began, closed with a visible error if it died mid-turn.
+"""
+
+import logging
+import uuid
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db.models import Q
+
+from sessions_app.chat.message import Message
+from sessions_app.live import LiveSession
+from sessions_app.mailbox import mailbox
+from sessions_app.processes import live_addresses
+from sessions_app.runtime import transcript
+from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
+from sessions_app.thread_bus import publish_accepted
+from threads_app.models import AcceptedMessage, Thread
+from threads_app.services import accept_message, record_queued, revive_failed, take_over_send
+
+logger = logging.getLogger(__name__)
+
+
+async def accept_and_answer(
+    live: LiveSession, thread: Thread, message_id: uuid.UUID, text: str, *, retry: bool = False
+) -> dict[str, Any]:
+    """Accept a hooks-API send and queue its turn; answered once the row is committed."""
+    me = await mailbox.channel()
+    accepted, created = await database_sync_to_async(accept_message)(
+        message_id=message_id,
+        thread=thread,
+        author=live.user,
+        text=text,
+        source=AcceptedMessage.Source.HOOK,
+        session_id=live.id,
+        holder=me,
+    )
+    answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
+    revived = not created and retry and await database_sync_to_async(revive_failed)(message_id, holder=me)
+    if not created and not revived:  # a repeat (a resend after a lost ack): the same answer
+        return {**answer, "queued": bool(accepted.queued)}
+    await publish_accepted(accepted, author=live.user.get_username(), image_count=0)
+    queued = live.answer_send(message_id, text)
+    await database_sync_to_async(record_queued)(message_id, queued)
+    return {**answer, "queued": queued}
+
+
+async def drop_waiting(live: LiveSession, reason: str) -> list[uuid.UUID]:
+    """Drop the session's sends still waiting for their turn (a stop): marked failed and
+    reported to the client as not sent."""
+    dropped = live.drop_waiting()
+    if dropped:
+        await transcript.mark_failed(dropped, reason)
+        for message_id in dropped:
+            await live.emit(
+                "message_failed",
+                {"threadId": str(live.thread_id), "messageId": str(message_id), "reason": reason},
+            )
+    return dropped
+
+
+def _orphans(session_ids: list[uuid.UUID]) -> list[AcceptedMessage]:
+    """Hooks-API sends of these sessions that no live process holds and that are not settled."""
+    return list(
+        AcceptedMessage.objects.filter(source=AcceptedMessage.Source.HOOK, session_id__in=session_ids)
+        .filter(
+            Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome="")
+        )
+        .exclude(holder__in=live_addresses())
+        .order_by("accepted_at")
+    )
+
+
+async def recover(sessions: list[LiveSession]) -> int:
+    """Take over the orphaned sends of sessions whose socket this process holds: re-run the
+    ones whose turn never began, close the ones cut mid-turn with an error. Returns how many."""
+    if not sessions:
+        return 0
+    by_id = {live.id: live for live in sessions}
+    me = await mailbox.channel()
+    taken = 0
+    for accepted in await database_sync_to_async(_orphans)(list(by_id)):
+        live = by_id[accepted.session_id]
+        if live.cleared or not await database_sync_to_async(take_over_send)(
+            accepted.pk, previous_holder=accepted.holder, holder=me
+        ):
+            continue
+        taken += 1
+        if accepted.state == AcceptedMessage.State.PENDING:
+            logger.info("re-running send %s of session %s (its holder died)", accepted.pk, live.id)
+            live.answer_send(accepted.pk, accepted.text)
+        else:
+            logger.info(
+                "closing send %s of session %s (its turn died with its process)", accepted.pk, live.id
+            )
+            await _close_cut_turn(live, accepted.pk)
+    return taken
+
+
+async def _close_cut_turn(live: LiveSession, message_id: uuid.UUID) -> None:
+    token = live.activate()
+    try:
+        await Message(SERVER_STOPPED_TEXT, author="Error", is_error=True).send()
+    finally:
+        live.deactivate(token)
+    await transcript.settle_turn([message_id], AcceptedMessage.Outcome.ERROR)
+
+
+async def fail_unanswered(live: LiveSession) -> None:
+    """The session ended: its sends that never got a turn can no longer be answered."""
+    live.drop_waiting()
+    await database_sync_to_async(_fail_pending_of)(live.id)
+
+
+def _fail_pending_of(session_id: uuid.UUID) -> None:
+    AcceptedMessage.objects.filter(
+        source=AcceptedMessage.Source.HOOK, session_id=session_id, state=AcceptedMessage.State.PENDING
+    ).update(state=AcceptedMessage.State.FAILED, failure=AcceptedMessage.Failure.SERVER, holder="")

@@ -1,0 +1,120 @@
+"""This server process's liveness row and the question "is that process alive?".
+
+Every claim a process holds (a box's runtime, a session's turn, a socket, an accepted send)
+names the process by its mailbox address. The process keeps a ``ServerProcess`` row with a
+heartbeat, written every ``PROCESS_HEARTBEAT_EVERY`` seconds by a thread of its own (with its
+own database connection), so that a busy event loop or a queue on the database thread never
+makes a live process look dead. A process whose heartbeat is older than
+``PROCESS_DEAD_AFTER`` is dead: whatever it held is free. A graceful shutdown deletes the row
+after releasing its claims.
+"""
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from sessions_app.models import ServerProcess
+
+logger = logging.getLogger(__name__)
+
+
+def live_processes() -> QuerySet[ServerProcess]:
+    """Processes whose heartbeat is fresh (draining ones included: they still finish work)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.PROCESS_DEAD_AFTER)
+    return ServerProcess.objects.filter(heartbeat_at__gte=cutoff)
+
+
+def live_addresses() -> QuerySet[ServerProcess]:
+    """The mailbox addresses of live processes, as a subquery for ``__in`` filters."""
+    return live_processes().values("address")
+
+
+def held_by_live_process(field: str) -> Q:
+    """``Q`` for rows whose ``field`` names a live process (a claim that still holds)."""
+    return Q(**{f"{field}__in": live_addresses()})
+
+
+def is_alive(address: str) -> bool:
+    return bool(address) and live_processes().filter(address=address).exists()
+
+
+def is_accepting(address: str) -> bool:
+    """Alive and not shutting down: may be given new work."""
+    return bool(address) and live_processes().filter(address=address, draining=False).exists()
+
+
+class ProcessHeartbeat:
+    """Registers this process and keeps its row fresh from a daemon thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.address = ""
+
+    def register(self, address: str) -> None:
+        """Write this process's row now (before it claims anything), then ``start``."""
+        self.address = address
+        self._beat()
+        self.start(address)
+
+    def start(self, address: str) -> None:
+        """Start beating for ``address`` (idempotent)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive() and self.address == address:
+                return
+            self.address = address
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="tether-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        now = timezone.now()
+        updated = ServerProcess.objects.filter(address=self.address).update(heartbeat_at=now)
+        if not updated:  # first beat, or the row was removed (a test's flush): register again
+            ServerProcess.objects.update_or_create(
+                address=self.address,
+                defaults={
+                    "pid": os.getpid(),
+                    "hostname": socket.gethostname(),
+                    "app": settings.CHAT_APP,
+                    "heartbeat_at": now,
+                    "draining": False,
+                },
+            )
+
+    def _run(self) -> None:
+        every = settings.PROCESS_HEARTBEAT_EVERY
+        while not self._stop.is_set():
+            try:
+                close_old_connections()
+                self._beat()
+            except Exception:
+                logger.exception("process heartbeat failed")
+                connection.close()
+            self._stop.wait(every)
+        connection.close()
+
+    def stop(self) -> None:
+        """Stop beating (the row stays; ``unregister`` deletes it)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+
+    def set_draining(self) -> None:
+        ServerProcess.objects.filter(address=self.address).update(draining=True)
+
+    def unregister(self) -> None:
+        self.stop()
+        ServerProcess.objects.filter(address=self.address).delete()
+
+
+heartbeat = ProcessHeartbeat()

@@ -1,0 +1,107 @@
+"""The recovery loop: no accepted send is left without an owner.
+
+A send is committed before anything else happens to it, so whatever fails next (the channel
+layer while handing it over, the process holding it, the process running its turn) leaves a
+row in the database that says so. Every ``RECOVERY_EVERY`` seconds each process looks for
+such rows among the work it can take:
+
+- engine-runtime apps: chat sends of boxes this process owns, or whose owner is dead (the box
+  is then claimed), that are pending and not held by the thread's ChatSession, or whose turn
+  began and never ended; the thread's session re-queues the first and closes the second with
+  a visible error (``bridge.recover_thread``);
+- hooks-API apps: sends of the sessions whose socket this process holds, whose holder died
+  (``hook_sends.recover``).
+
+It starts with the process's mailbox and does nothing while the process drains (shutdown).
+"""
+
+import asyncio
+import logging
+import uuid
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from sessions_app import hook_sends
+from sessions_app.chat.hooks import load_app
+from sessions_app.emitter import local_sockets
+from sessions_app.live import live_sessions
+from sessions_app.mailbox import mailbox
+from sessions_app.processes import live_addresses
+from sessions_app.runtime import bridge
+from sessions_app.runtime.ownership import owner_of
+from threads_app.models import AcceptedMessage
+
+logger = logging.getLogger(__name__)
+
+# A pending send younger than this is probably being handed over right now.
+HAND_OVER_GRACE = timedelta(seconds=1)
+BATCH = 200
+
+
+def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """``(box, thread, author)`` of chat sends this process should look after: pending for a
+    moment, or transcribed with no outcome, in boxes owned by this process or by nobody live."""
+    open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=timezone.now() - HAND_OVER_GRACE) | Q(
+        state=AcceptedMessage.State.TRANSCRIBED, outcome=""
+    )
+    rows = (
+        AcceptedMessage.objects.filter(
+            open_sends, source=AcceptedMessage.Source.CHAT, thread__deleted_at=None
+        )
+        .filter(Q(box__runtime_owner=me) | ~Q(box__runtime_owner__in=live_addresses()))
+        .values_list("box_id", "thread_id", "author__username")
+        .order_by()
+        .distinct()[:BATCH]
+    )
+    return list(rows)
+
+
+async def recover_once() -> int:
+    """One pass; returns how many threads or sends it looked after."""
+    me = await mailbox.channel()
+    if load_app().engine_runtime:
+        done = 0
+        for box_id, thread_id, author in await database_sync_to_async(orphaned_chat_threads)(me):
+            _owner, mine = await owner_of(box_id, fresh=True)
+            if mine:
+                await bridge.recover_thread(box_id, thread_id, author)
+                done += 1
+        return done
+    here = [live for live in (live_sessions.get(i) for i in local_sockets.session_ids()) if live is not None]
+    return await hook_sends.recover(here)
+
+
+class RecoveryLoop:
+    """One task per process (started with the mailbox)."""
+
+    def __init__(self) -> None:
+        self._task: asyncio.Task | None = None
+        self.paused = False  # set while the process drains
+
+    def start(self, _address: str) -> None:
+        if settings.RECOVERY_EVERY <= 0:
+            return  # switched off (the test runner's own process: the servers it starts recover)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(settings.RECOVERY_EVERY)
+            if self.paused:
+                continue
+            try:
+                await recover_once()
+            except Exception:
+                logger.exception("recovery pass failed")
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+recovery_loop = RecoveryLoop()
+mailbox.on_start(recovery_loop.start)

@@ -1,0 +1,144 @@
+"""A graceful stop on SIGTERM: finish or hand over the work, release every claim, then exit.
+
+daphne's own SIGTERM handling stops the reactor at once and cancels every connection's
+consumer, so disconnect handlers never complete and claims stay behind until they go stale.
+Under daphne, Tether installs its own SIGTERM handler once the reactor runs; it:
+
+1. marks the process draining (no new box or send is given to it) and pauses recovery;
+2. stops starting turns: each ChatSession drains (its queue stays pending in the database),
+   hooks-API sends still waiting for their turn are released for another process;
+3. waits up to ``SHUTDOWN_GRACE`` seconds for running turns to finish; a turn still running
+   then ends with an error step (what was streamed of it is kept);
+4. releases the boxes it owns and the sends it holds;
+5. runs every socket's disconnect (the user session is saved, the session marked
+   disconnected) and closes the sockets, so clients reconnect elsewhere at once;
+6. deletes its liveness row and stops the reactor.
+
+A second SIGTERM stops at once.
+"""
+
+import asyncio
+import logging
+import signal
+import sys
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+
+from sessions_app.emitter import local_sockets
+from sessions_app.live import live_sessions
+from sessions_app.mailbox import mailbox
+from sessions_app.processes import heartbeat
+from sessions_app.recovery import recovery_loop
+from sessions_app.runtime.ownership import known_owners, release_all
+from sessions_app.runtime.pool import pools
+from threads_app.models import AcceptedMessage
+
+logger = logging.getLogger(__name__)
+
+POLL = 0.05
+
+
+def _release_sends(me: str) -> int:
+    """Sends this process holds that never began their turn: free for another process."""
+    return AcceptedMessage.objects.filter(holder=me, state=AcceptedMessage.State.PENDING).update(holder="")
+
+
+def _busy() -> bool:
+    for pool in pools.all():
+        if any(s.is_busy() for s in pool.chat_sessions.values()):
+            return True
+        if any(s.is_busy() for s in pool.thread_sessions.values()):
+            return True
+    return any(live.current_task is not None for live in live_sessions.all())
+
+
+async def shut_down(grace: float) -> None:
+    """Drain this process (see the module docstring); safe to call once."""
+    me = mailbox.address
+    recovery_loop.paused = True
+    if me:
+        await database_sync_to_async(heartbeat.set_draining)()
+    chat_sessions = [s for pool in pools.all() for s in pool.chat_sessions.values()]
+    for session in chat_sessions:
+        await session.drain()
+    for live in live_sessions.all():
+        live.drop_waiting()
+    if me:
+        await database_sync_to_async(_release_sends)(me)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while _busy() and loop.time() < deadline:  # noqa: ASYNC110 - turns of both kinds, no one event
+        await asyncio.sleep(POLL)
+    in_time = not _busy()
+    if not in_time:
+        logger.warning("shutdown grace of %ss ran out; ending the turns still running", grace)
+    for session in chat_sessions:
+        await session.finish_draining(in_time=not session.is_busy())
+    for live in live_sessions.all():
+        if live.current_task is not None:
+            live.shutting_down = True
+            live.cancel_current()
+            await live.wait_current()
+    for pool in pools.all():
+        for thread_session in list(pool.thread_sessions.values()):
+            await thread_session.stop()
+
+    if me:
+        await database_sync_to_async(release_all)(me)
+        await database_sync_to_async(_release_sends)(me)
+    known_owners.clear()
+    for socket in local_sockets.all():
+        try:
+            await socket.go_away()
+        except Exception:
+            logger.exception("closing a socket at shutdown failed")
+    if me:
+        await database_sync_to_async(heartbeat.unregister)()
+    logger.info("shutdown complete")
+
+
+class GracefulShutdown:
+    """The SIGTERM handler under daphne's reactor."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+
+    def install_on_daphne(self) -> None:
+        """Take SIGTERM over from Twisted once the reactor runs (Twisted installs its own
+        handlers while starting; ``callWhenRunning`` runs after that)."""
+        if "twisted.internet.reactor" not in sys.modules:
+            return
+        from twisted.internet import reactor
+
+        reactor.callWhenRunning(self._install, reactor)
+
+    def _install(self, reactor: Any) -> None:
+        loop = asyncio.get_event_loop()
+
+        def on_sigterm(_signum: int, _frame: Any) -> None:
+            loop.call_soon_threadsafe(self._begin, reactor)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    def _begin(self, reactor: Any) -> None:
+        if self.task is not None:
+            logger.warning("second SIGTERM: stopping now")
+            reactor.stop()
+            return
+        logger.info("SIGTERM: draining (grace %ss)", settings.SHUTDOWN_GRACE)
+
+        async def drain_then_stop() -> None:
+            try:
+                await shut_down(settings.SHUTDOWN_GRACE)
+            except Exception:
+                logger.exception("graceful shutdown failed")
+            finally:
+                reactor.stop()
+
+        self.task = asyncio.get_running_loop().create_task(drain_then_stop())
+
+
+graceful_shutdown = GracefulShutdown()

@@ -1,0 +1,52 @@
+"""A thread's bus: the channel-layer group of every socket showing the thread.
+
+Other tabs learn of a send the moment it is accepted (``chat-user-message``), and, for
+hooks-API apps, of its user step when its turn begins. Publishing is best effort: the records
+are already committed, so a channel layer that is down costs other tabs a live update (they
+read it from the history), never the send.
+"""
+
+import logging
+import uuid
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from threads_app.models import AcceptedMessage
+from threads_app.wire import iso
+
+logger = logging.getLogger(__name__)
+
+
+def thread_group(thread_id: uuid.UUID) -> str:
+    return f"thread.{thread_id.hex}"
+
+
+async def publish_on_thread(
+    thread_id: uuid.UUID, event: str, data: Any, *, skip_session: uuid.UUID | None = None
+) -> None:
+    """Emit ``event`` to every socket showing the thread (but the one of ``skip_session``,
+    which got it directly); never raises."""
+    message: dict[str, Any] = {"type": "thread.event", "event": event, "data": data}
+    if skip_session is not None:
+        message["skip_session"] = str(skip_session)
+    try:
+        await get_channel_layer().group_send(thread_group(thread_id), message)
+    except Exception as exc:
+        logger.warning("%s for thread %s not published: %r", event, thread_id, exc)
+
+
+async def publish_accepted(accepted: AcceptedMessage, *, author: str, image_count: int) -> None:
+    """``chat-user-message``: a send was accepted (every path publishes this one payload)."""
+    await publish_on_thread(
+        accepted.thread_id,
+        "chat-user-message",
+        {
+            "threadId": str(accepted.thread_id),
+            "messageId": str(accepted.pk),
+            "text": accepted.text,
+            "imageCount": image_count,
+            "author": author,
+            "acceptedAt": iso(accepted.accepted_at),
+        },
+    )
