@@ -365,7 +365,7 @@ def test_private_redis_stops_and_comes_back_on_the_same_port(private_redis):
     store.close()
 
 
-def test_private_redis_owns_its_process_and_directory(tmp_path):
+def test_private_redis_owns_its_process_and_directory():
     with PrivateRedis() as private:
         process = private.process
         assert process is not None and private.ping()
