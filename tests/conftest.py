@@ -10,6 +10,8 @@ from django.core.management.base import CommandError
 from django.core.management.commands import flush
 from django.db import connections
 
+from tests.support.proxy import FaultProxy
+from tests.support.redis_server import PrivateRedis
 from tests.support.server import ServerFactory, drop_stray_connections
 
 pytest_plugins: list[str] = []
@@ -87,6 +89,33 @@ def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-
     return server_factory.start(
         CHAT_APP="sessions_app.default_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo"))
     )
+
+
+@pytest.fixture
+def private_redis(tmp_path):  # type: ignore[no-untyped-def]
+    """A running ``redis-server`` of this test's own (``.url``, ``.stop()``, ``.start()``,
+    ``.kill()``, ``.freeze()``), to fail at will without touching the shared Redis. Function
+    scoped: a fresh, empty server per test (it starts in well under a second); a module that
+    wants one server for all its tests can use ``PrivateRedis`` as a context manager."""
+    redis_server = PrivateRedis(tmp_path / "redis").start()
+    yield redis_server
+    redis_server.close()
+
+
+@pytest.fixture
+def fault_proxy():  # type: ignore[no-untyped-def]
+    """``fault_proxy(*backend_ports)`` makes a ``FaultProxy`` to those loopback ports; every
+    proxy made is stopped when the test ends."""
+    proxies: list[FaultProxy] = []
+
+    def make(*ports: int) -> FaultProxy:
+        proxy = FaultProxy(ports)
+        proxies.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in proxies:
+        proxy.stop()
 
 
 @pytest.fixture

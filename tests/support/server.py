@@ -9,7 +9,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from django.conf import settings
 from django.db import connection
@@ -43,12 +43,15 @@ def database_env() -> dict[str, str]:
 
 
 class LiveServer:
-    def __init__(self, process: subprocess.Popen, port: int, hook_log: Path, log_path: Path) -> None:
-        self.process = process
+    """One daphne process on a fixed port; it can be stopped, killed and started again there."""
+
+    def __init__(self, port: int, hook_log: Path, log_path: Path, env: dict[str, str]) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.hook_log = hook_log
         self.log_path = log_path
+        self.env = env
+        self.process: subprocess.Popen[bytes] = self._spawn()
 
     def hooks(self, session: str | None = None, hook: str | None = None) -> list[dict[str, Any]]:
         """Hook calls logged by the test app, optionally filtered by session and hook name."""
@@ -65,6 +68,7 @@ class LiveServer:
         return self.process.poll() is None
 
     def stop(self) -> None:
+        """Clean up: SIGTERM, and SIGKILL if it has not exited after 10 s."""
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -73,10 +77,72 @@ class LiveServer:
                 self.process.kill()
                 self.process.wait()
 
+    def terminate(self, wait: bool = True, timeout: float = 30) -> int | None:
+        """SIGTERM, as a supervisor sends on shutdown or deploy, and (with ``wait``) wait up to
+        ``timeout`` s for the exit. Returns the exit code, or None if the process is still
+        running: a graceful shutdown that hangs is for the test to see, so no SIGKILL here."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+        if wait:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return None
+        return self.process.poll()
+
     def kill(self) -> None:
+        """SIGKILL (``kill -9``): no shutdown code runs, claims and heartbeats are left behind."""
         if self.alive():
             self.process.kill()
             self.process.wait()
+
+    def restart(self, *, kill: bool = False, **env: str) -> Self:
+        """End the process (SIGTERM via :meth:`stop`, or SIGKILL with ``kill``) and start a new
+        one on the same port, hook log and environment (updated with ``env``); returns once it
+        serves. ``process`` is the new process afterwards."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        self.env = {**self.env, **env}
+        self.process = self._spawn()
+        wait_ready(self)
+        return self
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self.log_path, "ab") as log:
+            return subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    *DAPHNE_ARGS,
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "chatproject.asgi:application",
+                ],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+
+def wait_ready(server: LiveServer, timeout: float = 30) -> None:
+    """Wait until the login page answers (the ASGI app is loaded and the port is bound)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            raise RuntimeError(f"daphne exited:\n{server.log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{server.url}/accounts/login/", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"daphne did not start:\n{server.log_path.read_text()}")
 
 
 class ServerFactory:
@@ -85,6 +151,9 @@ class ServerFactory:
         self.servers: list[LiveServer] = []
 
     def start(self, *, hook_log: Path | None = None, **env: str) -> LiveServer:
+        """Start daphne on a free port. ``env`` overrides the inherited environment, e.g.
+        ``REDIS_URL=private_redis.url`` for a channel layer and cache of the test's own, or
+        ``REDIS_URL=""`` for the in-memory layer."""
         port = free_port()
         hook_log = hook_log or self.workdir / f"hooks-{port}.jsonl"
         log_path = self.workdir / f"daphne-{port}.log"
@@ -98,40 +167,10 @@ class ServerFactory:
             "PYTHONPATH": str(ROOT),
             **env,
         }
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                *DAPHNE_ARGS,
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "chatproject.asgi:application",
-            ],
-            cwd=ROOT,
-            env=full_env,
-            stdout=open(log_path, "wb"),  # noqa: SIM115 - the process owns it
-            stderr=subprocess.STDOUT,
-        )
-        server = LiveServer(process, port, hook_log, log_path)
+        server = LiveServer(port, hook_log, log_path, full_env)
         self.servers.append(server)
-        self._wait_ready(server)
+        wait_ready(server)
         return server
-
-    def _wait_ready(self, server: LiveServer) -> None:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if not server.alive():
-                raise RuntimeError(f"daphne exited:\n{server.log_path.read_text()}")
-            try:
-                with urllib.request.urlopen(f"{server.url}/accounts/login/", timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"daphne did not start:\n{server.log_path.read_text()}")
 
     def stop_all(self) -> None:
         for server in self.servers:
