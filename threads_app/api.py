@@ -148,7 +148,7 @@ class ThreadViewSet(viewsets.GenericViewSet):
         return Response(HistorySerializer(page).data)
 
     @extend_schema(
-        summary="A thread with its transcript and its pending sends",
+        summary="A thread with its transcript, its pending sends and its failed ones",
         parameters=[BootstrapQuerySerializer],
         responses={
             200: BootstrapSerializer,

@@ -1,10 +1,12 @@
 """Read-only queries over threads and their transcripts, always scoped to an owner."""
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import DateTimeField, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from threads_app import content_filters
 from threads_app.models import AcceptedMessage, Box, Step, Thread
@@ -95,31 +97,72 @@ def last_step_dicts(thread_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
     return [_step_dict(row) for row in reversed(list(rows))]
 
 
-def pending_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
-    """Acceptance records of the thread not yet transcribed, oldest first. Their ``images``
-    go through the content filter like a step's content (a photo's reference names the
-    message id, which is also the id of the user step that will transcribe it)."""
-    pending = AcceptedMessage.objects.filter(
-        thread_id=thread_id, state=AcceptedMessage.State.PENDING
+# The failed sends a bootstrap lists: the latest this many (a thread stopped many times does
+# not grow every page load without bound).
+FAILED_LIMIT = 50
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The thread's sends not transcribed: ``(pending, failed)``, each oldest first.
+
+    ``pending`` entries carry their ``images`` through the content filter like a step's
+    content (a photo's reference names the message id, which is also the id of the user step
+    that will transcribe it); ``failed`` entries (the latest ``FAILED_LIMIT``) carry only an
+    ``imageCount`` and the ``reason`` the send failed (``AcceptedMessage.Failure``; empty when
+    it was not recorded). Both come from one statement, so a send that moves between the two
+    states while it runs (a stop drops it, a retry revives it) is in exactly one of them.
+    """
+    sends = AcceptedMessage.objects.filter(thread_id=thread_id)
+    failed_only = sends.filter(state=AcceptedMessage.State.FAILED)
+    # The acceptance time of the FAILED_LIMIT-th newest failed send, or the epoch when there
+    # are fewer: older failed sends are not read at all.
+    cutoff = Coalesce(
+        Subquery(
+            failed_only.order_by("-accepted_at", "-id").values("accepted_at")[FAILED_LIMIT - 1 : FAILED_LIMIT]
+        ),
+        Value(EPOCH, output_field=DateTimeField()),
+    )
+    rows = sends.filter(
+        Q(state=AcceptedMessage.State.PENDING)
+        | Q(state=AcceptedMessage.State.FAILED, accepted_at__gte=cutoff)
     ).order_by("accepted_at", "id")
     content_filter = content_filters.active()
     if content_filter is None:
-        rows = pending.values("id", "text", "accepted_at", "images")
+        rows = rows.values("id", "text", "accepted_at", "state", "failure", "images")
     else:
-        rows = pending.values("id", "text", "accepted_at", images_text=content_filter.column("images"))
-    return [
-        {
-            "id": str(row["id"]),
-            "text": row["text"],
-            "acceptedAt": iso(row["accepted_at"]),
-            "images": (
-                content_filter.from_text(thread_id, row["id"], row["images_text"])
-                if content_filter
-                else row["images"]
-            ),
-        }
-        for row in rows
-    ]
+        rows = rows.values(
+            "id", "text", "accepted_at", "state", "failure", images_text=content_filter.column("images")
+        )
+    pending: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    for row in rows:
+        images = (
+            content_filter.from_text(thread_id, row["id"], row["images_text"])
+            if content_filter
+            else row["images"]
+        )
+        if row["state"] == AcceptedMessage.State.PENDING:
+            pending.append(
+                {
+                    "id": str(row["id"]),
+                    "text": row["text"],
+                    "acceptedAt": iso(row["accepted_at"]),
+                    "images": images,
+                }
+            )
+        else:
+            failed.append(
+                {
+                    "messageId": str(row["id"]),
+                    "text": row["text"],
+                    "reason": row["failure"],
+                    "acceptedAt": iso(row["accepted_at"]),
+                    "imageCount": len(images) if isinstance(images, list) else 0,
+                }
+            )
+    # Failed sends accepted in the same instant as the cutoff may be more than the limit.
+    return pending, failed[-FAILED_LIMIT:]
 
 
 def thread_summary(thread: Thread) -> dict[str, Any]:
@@ -128,14 +171,15 @@ def thread_summary(thread: Thread) -> dict[str, Any]:
 
 
 def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
-    """What a client needs to show a thread: ``{thread, entries, pending}``.
+    """What a client needs to show a thread: ``{thread, entries, pending, failed}``.
 
     ``entries`` is the transcript (the last ``limit`` steps when given), ``pending`` the sends
-    accepted but not yet transcribed. The two are never compared here: the client retires a
-    pending entry when a transcript user step carries its id. ``pending`` is read *before*
-    the transcript, so a message transcribed between the two reads shows up in both (the
-    client drops the duplicate) rather than in neither.
+    accepted but not yet transcribed, ``failed`` the latest sends that never will be (dropped
+    by a stop, refused) unless the user sends them again. None of them is compared with
+    another here: the client retires a pending entry when a transcript user step carries its
+    id. ``pending`` and ``failed`` are read *before* the transcript, so a message transcribed
+    between the reads shows up twice (the client drops the duplicate) rather than nowhere.
     """
-    pending = pending_dicts(thread.pk)
+    pending, failed = open_sends(thread.pk)
     entries = step_dicts(thread.pk) if limit is None else last_step_dicts(thread.pk, limit)
-    return {"thread": thread_summary(thread), "entries": entries, "pending": pending}
+    return {"thread": thread_summary(thread), "entries": entries, "pending": pending, "failed": failed}

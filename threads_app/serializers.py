@@ -12,7 +12,7 @@ from rest_framework.settings import api_settings
 
 from threads_app.models import StepType, Thread
 from threads_app.pagination import SeqPagination
-from threads_app.selectors import thread_summary
+from threads_app.selectors import FAILED_LIMIT, thread_summary
 from threads_app.services import THREAD_NAME_MAX
 
 # The largest value a BigIntegerField (``Step.seq``) holds; bigger query values are rejected
@@ -97,13 +97,38 @@ class PendingMessageSerializer(serializers.Serializer):
         return instance
 
 
+class FailedMessageSerializer(serializers.Serializer):
+    """A send accepted but never transcribed, and why; the client can send it again (the same
+    message id with ``retry: true``)."""
+
+    messageId = serializers.UUIDField(read_only=True, help_text="The client's message id.")
+    text = serializers.CharField(read_only=True)
+    reason = serializers.CharField(
+        read_only=True,
+        help_text=(
+            "Why it was not answered: stopped (a stop dropped it from the queue), limit, "
+            "engine or server; empty when no reason was recorded."
+        ),
+    )
+    acceptedAt = serializers.DateTimeField(read_only=True)
+    imageCount = serializers.IntegerField(read_only=True, min_value=0, help_text="Photos it carries.")
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
 class BootstrapSerializer(serializers.Serializer):
     """What a client needs to show a thread. The client retires a ``pending`` entry when a
-    transcript user step carries its id; the server never compares the two lists."""
+    transcript user step carries its id; the server never compares the lists."""
 
     thread = ThreadSerializer(read_only=True)
     entries = StepSerializer(many=True, read_only=True)
     pending = PendingMessageSerializer(many=True, read_only=True)
+    failed = FailedMessageSerializer(
+        many=True,
+        read_only=True,
+        help_text=f"The latest {FAILED_LIMIT} sends that were never transcribed, oldest first.",
+    )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         return instance

@@ -4,23 +4,32 @@ against a live daphne server running the echo engine with a greeting (``tests.ap
 Screenshots of the main screens are saved under ``test-artifacts/screenshots/`` at the root of
 the repository (ignored by git), one PNG per screen, named after what it shows.
 
-Every page records its WebSockets (so a test can drop the connection from the page) and, on
-each DOM change, any message id shown twice; a test ends by checking there was none, and that
-no script error or dialog (an ``alert`` from injected markup) happened.
+Every page records its WebSockets (so a test can drop the connection from the page) and the
+frames it sends on them, and, on each DOM change, any message id shown twice; a test ends by
+checking there was none, and that no script error or dialog (an ``alert`` from injected markup)
+happened.
+
+Most tests run the engine runtime (``tests.apps.web_app``); one runs a hooks-API app
+(``examples.notes_app``), whose ``on_message`` answers in the sending session.
 """
 
 import asyncio
+import json
 import os
 import re
 import struct
+import uuid
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from asgiref.sync import sync_to_async
 from playwright.async_api import Browser, Page, async_playwright, expect
 
 from tests.apps.web_app import GREETING
+from threads_app.models import AcceptedMessage
+from threads_app.services import accept_message, ensure_thread, upsert_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,9 +53,11 @@ TIMEOUT_MS = 20_000
 # Runs before any script of every page.
 PAGE_PROBES = """
 window.__sockets = [];
+window.__sent = [];
 const NativeWebSocket = window.WebSocket;
 window.WebSocket = class extends NativeWebSocket {
   constructor(...args) { super(...args); window.__sockets.push(this); }
+  send(data) { window.__sent.push(String(data)); return super.send(data); }
 };
 window.__duplicates = [];
 document.addEventListener("DOMContentLoaded", () => {
@@ -86,6 +97,12 @@ def web_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def
     return server_factory.start(
         CHAT_APP="tests.apps.web_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("web-echo"))
     )
+
+
+@pytest.fixture(scope="module")
+def hooks_server(server_factory):  # type: ignore[no-untyped-def]
+    """A hooks-API app: its on_message streams "Noted. That makes N notes." itself."""
+    return server_factory.start(CHAT_APP="examples.notes_app")
 
 
 class Chat:
@@ -140,6 +157,10 @@ class Chat:
         await self.page.reload()
         await self.wait_connected()
 
+    async def open_thread(self, thread_id: object) -> None:
+        await self.page.goto(f"{self.base_url}/thread/{thread_id}/")
+        await self.wait_connected()
+
     async def shot(self, name: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         await self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
@@ -188,6 +209,31 @@ class Chat:
             ])""",
         )
 
+    def unsent(self, text: str):  # type: ignore[no-untyped-def]
+        """The pending copy of a send shown as not sent, by its text."""
+        return self.page.locator('#pending > .msg[data-state="failed"]').filter(
+            has=self.page.locator(".msg-body", has_text=re.compile(rf"^\s*{re.escape(text)}\s*$"))
+        )
+
+    @property
+    def stopped_replies(self):  # type: ignore[no-untyped-def]
+        """Replies the server kept as far as they got when a stop cut them (metadata.interrupted)."""
+        return self.page.locator("#transcript > .msg-assistant[data-interrupted]").filter(
+            has=self.page.locator(".msg-stopped", has_text="Stopped")
+        )
+
+    async def sent_events(self, name: str) -> list[object]:
+        """The payloads of the Socket.IO events ``name`` this page emitted (``42[...]`` frames,
+        with or without an ack id)."""
+        payloads = []
+        for frame in await self.page.evaluate("window.__sent"):
+            match = re.match(r"^42\d*(\[.*\])$", frame, re.DOTALL)
+            if match:
+                event = json.loads(match.group(1))
+                if event[0] == name:
+                    payloads.append(event[1] if len(event) > 1 else None)
+        return payloads
+
     async def assert_clean(self) -> None:
         """Nothing was ever shown twice, no script failed, no dialog opened."""
         assert await self.page.evaluate("window.__duplicates") == []
@@ -195,8 +241,7 @@ class Chat:
         assert self.dialogs == []
 
 
-@pytest.fixture
-async def open_chat(browser: Browser, web_server):  # type: ignore[no-untyped-def]
+async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator:  # type: ignore[type-arg]
     contexts = []
 
     async def open_page(viewport: dict[str, int] = DESKTOP) -> Chat:
@@ -204,11 +249,23 @@ async def open_chat(browser: Browser, web_server):  # type: ignore[no-untyped-de
         context.set_default_timeout(TIMEOUT_MS)
         await context.add_init_script(PAGE_PROBES)
         contexts.append(context)
-        return Chat(await context.new_page(), web_server.url)
+        return Chat(await context.new_page(), base_url)
 
     yield open_page
     for context in contexts:
         await context.close()
+
+
+@pytest.fixture
+async def open_chat(browser: Browser, web_server):  # type: ignore[no-untyped-def]
+    async for open_page in _page_opener(browser, web_server.url):
+        yield open_page
+
+
+@pytest.fixture
+async def open_hooks_chat(browser: Browser, hooks_server):  # type: ignore[no-untyped-def]
+    async for open_page in _page_opener(browser, hooks_server.url):
+        yield open_page
 
 
 THREAD_URL = re.compile(r"/thread/[0-9a-f-]{36}/$")
@@ -575,4 +632,168 @@ async def test_the_chat_is_usable_on_a_phone_sized_screen(open_chat, make_user):
     await chat.shot("14-phone-sidebar")
     await page.keyboard.press("Escape")
     await expect(chat.locator("#sidebar")).to_be_hidden()
+    await chat.assert_clean()
+
+
+# --- stop, unsent messages, send again ----------------------------------------------------
+
+
+@sync_to_async
+def thread_with_a_stopped_reply_and_two_unsent(user) -> uuid.UUID:  # type: ignore[no-untyped-def]
+    """A thread as the server leaves it after a stop with two sends queued: the partial reply
+    kept as interrupted, the two sends failed ("stopped")."""
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="a story, stopped")
+    asked = uuid.uuid4()
+    accept_message(message_id=asked, thread=thread, author=user, text="tell me a story")
+    upsert_step(thread.pk, asked, type="user_message", name=user.username, output="tell me a story")
+    AcceptedMessage.objects.filter(pk=asked).update(state=AcceptedMessage.State.TRANSCRIBED, queued=False)
+    upsert_step(
+        thread.pk,
+        uuid.uuid4(),
+        type="assistant_message",
+        name="assistant",
+        output="Echo #1: once upon a",
+        metadata={"interrupted": True},
+    )
+    upsert_step(
+        thread.pk, uuid.uuid4(), type="assistant_message", name="assistant", output="Task manually stopped."
+    )
+    for text in ("first unsent", "second unsent"):
+        message, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text=text)
+        AcceptedMessage.objects.filter(pk=message.pk).update(
+            state=AcceptedMessage.State.FAILED, failure=AcceptedMessage.Failure.STOPPED, queued=True
+        )
+    return thread.pk
+
+
+async def test_a_stopped_reply_and_unsent_messages_read_from_the_thread_offer_send_again(
+    open_chat, make_user
+):
+    """What a reload shows after a stop, from bootstrap alone (whatever the live server does):
+    the partial reply marked stopped, the dropped sends "Not sent" with a Send again button
+    that re-emits the same message id with ``retry: true``."""
+    user = make_user()
+    thread_id = await thread_with_a_stopped_reply_and_two_unsent(user)
+    chat = await open_chat()
+    await chat.sign_in(user)
+    await chat.open_thread(thread_id)
+
+    await expect(chat.stopped_replies).to_have_count(1)
+    await expect(chat.stopped_replies.locator(".msg-body")).to_have_text("Echo #1: once upon a")
+    for text in ("first unsent", "second unsent"):
+        await expect(chat.unsent(text)).to_have_count(1)
+        await expect(chat.unsent(text).locator(".msg-status")).to_contain_text(
+            "Not sent: stopped before it was answered"
+        )
+    buttons = chat.page.get_by_role("button", name="Send again")
+    await expect(buttons).to_have_count(2)
+    # Each button says which message it sends again.
+    await expect(buttons.first).to_have_accessible_description("first unsent")
+    await expect(buttons.last).to_have_accessible_description("second unsent")
+    assert await chat.transcript() == [
+        ["user", "tell me a story"],
+        ["assistant", "Echo #1: once upon a"],
+        ["assistant", "Task manually stopped."],
+        ["pending", "first unsent"],
+        ["pending", "second unsent"],
+    ]
+    await chat.shot("15-unsent-messages-from-the-thread")
+
+    message_id = await chat.unsent("first unsent").get_attribute("data-id")
+    await chat.unsent("first unsent").get_by_role("button", name="Send again").focus()
+    await chat.page.keyboard.press("Enter")  # reachable from the keyboard
+    await expect(chat.unsent("first unsent")).to_have_count(0)
+    await expect(chat.unsent("second unsent")).to_have_count(1)
+    retries = [p for p in await chat.sent_events("client_message") if isinstance(p, dict) and p.get("retry")]
+    assert retries == [{"message": {"id": message_id, "output": "first unsent"}, "retry": True}]
+    await chat.assert_clean()
+
+
+async def test_stop_keeps_the_partial_reply_and_the_queued_messages_can_be_sent_again(open_chat, make_user):
+    """Engine runtime: stop with two sends queued behind a streaming reply, reload, send one
+    again. Needs the server side of stop (interrupted reply persisted, ``message_failed``,
+    bootstrap ``failed`` with reason "stopped") and of ``retry``."""
+    chat = await open_chat()
+    await chat.sign_in(make_user())
+    await expect(chat.locator(".msg-assistant .msg-body")).to_have_text(GREETING)
+    words = " ".join(f"word{n}" for n in range(60))
+    await chat.send(f"!slow 0.2\n{words}")
+    body = chat.streaming.locator(".msg-body")
+    await expect(body).to_have_text(re.compile(r"^Echo #1: word0 word1 word2"))
+    await chat.send("first queued")
+    await chat.send("second queued")
+    await expect(chat.locator('#pending > .msg[data-state="queued"]')).to_have_count(2)
+    await expect(chat.streaming).to_have_count(1)
+
+    await chat.page.click("#stop")
+    await expect(chat.working).to_be_hidden()
+    await expect(chat.streaming).to_have_count(0)
+    # The reply stays as far as it got, marked stopped...
+    await expect(chat.stopped_replies).to_have_count(1)
+    partial = (await chat.stopped_replies.locator(".msg-body").inner_text()).strip()
+    assert partial.startswith("Echo #1: word0 word1 word2") and partial != f"Echo #1: {words}"
+    # ...and the two queued sends say they were not sent, with a button to send them again.
+    for text in ("first queued", "second queued"):
+        await expect(chat.unsent(text)).to_have_count(1)
+        await expect(chat.unsent(text).get_by_role("button", name="Send again")).to_be_visible()
+    await chat.shot("16-stopped-with-two-unsent")
+    shown = await chat.transcript()
+    await chat.assert_clean()
+
+    # A reload shows the same, read back from the thread.
+    await chat.reload()
+    await expect(chat.stopped_replies).to_have_count(1)
+    await expect(chat.stopped_replies.locator(".msg-body")).to_have_text(partial)
+    for text in ("first queued", "second queued"):
+        await expect(chat.unsent(text)).to_have_count(1)
+    assert await chat.transcript() == shown
+    await chat.shot("17-stopped-with-two-unsent-after-reload")
+
+    # Send one again: it is answered, the other stays unsent.
+    await chat.unsent("first queued").get_by_role("button", name="Send again").click()
+    answer = chat.locator("#transcript > .msg-assistant:not([data-streaming])").filter(
+        has=chat.locator(".msg-body", has_text=re.compile(r"^\s*Echo #\d+: first queued\s*$"))
+    )
+    await expect(answer).to_have_count(1)
+    await expect(chat.working).to_be_hidden()
+    await expect(chat.pending).to_have_count(1)
+    await expect(chat.unsent("second queued")).to_have_count(1)
+    rows = await chat.transcript()
+    user_row = rows.index(["user", "first queued"])
+    assert rows[user_row + 1][0] == "assistant" and rows[user_row + 1][1].endswith(": first queued")
+    await chat.shot("18-sent-again-and-answered")
+    await chat.assert_clean()
+
+
+NOTES_GREETING = "Hi! Tell me things to remember, or say 'list'."
+
+
+async def test_a_hooks_app_confirms_the_users_message_once_above_its_reply(open_hooks_chat, make_user):
+    """A hooks-API app (its on_message answers in the sending session): the user's message is
+    confirmed (not left "Pending"), shown once, in order, above the reply. Needs the server
+    to emit the user's step (``new_message``) on the hooks path."""
+    chat = await open_hooks_chat()
+    await chat.sign_in(make_user())
+    await expect(chat.locator(".msg-assistant .msg-body")).to_have_text(NOTES_GREETING)
+
+    await chat.send("buy milk")
+    await chat.wait_reply("Noted. That makes 1 note.")
+    await expect(chat.pending).to_have_count(0)
+    await chat.send("call the plumber")
+    await chat.wait_reply("Noted. That makes 2 notes.")
+    await expect(chat.pending).to_have_count(0)
+    expected = [
+        ["assistant", NOTES_GREETING],
+        ["user", "buy milk"],
+        ["assistant", "Noted. That makes 1 note."],
+        ["user", "call the plumber"],
+        ["assistant", "Noted. That makes 2 notes."],
+    ]
+    assert await chat.transcript() == expected
+    await chat.shot("19-hooks-app-messages-confirmed")
+    await chat.assert_clean()
+
+    await chat.reload()
+    await expect(chat.messages).to_have_count(len(expected))
+    assert await chat.transcript() == expected
     await chat.assert_clean()

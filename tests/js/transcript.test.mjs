@@ -54,6 +54,19 @@ describe("Transcript", () => {
     assert.equal(t.size, 1);
   });
 
+  it("keeps a reply cut by a stop, and takes the server's interrupted copy as a change", () => {
+    const t = new Transcript();
+    t.appendToken({ id: "r", token: "Echo #1: part" });
+    t.get("r").streaming = false; // the page's task_end: no final version will stream in
+    // The server persisted what streamed, marked interrupted: only the metadata differs.
+    const stopped = t.upsert(step("r", 3, { output: "Echo #1: part", metadata: { interrupted: true } }));
+    assert.equal(stopped.changed, true);
+    assert.equal(t.get("r").output, "Echo #1: part");
+    assert.equal(t.get("r").metadata.interrupted, true);
+    assert.equal(t.upsert(step("r", 3, { output: "Echo #1: part", metadata: { interrupted: true } })).changed, false);
+    assert.equal(t.size, 1);
+  });
+
   it("replaces the text of a sequence token", () => {
     const t = new Transcript();
     t.appendToken({ id: "r", token: "a" });

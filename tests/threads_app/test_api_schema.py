@@ -56,6 +56,11 @@ def test_schema_is_valid_openapi_3_json(client):  # type: ignore[no-untyped-def]
     assert list(rename) == ["application/json"]
     body_ref = rename["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert set(schema["components"]["schemas"][body_ref]["properties"]) == {"name"}
+    # Bootstrap lists the failed sends a client can offer to send again.
+    components = schema["components"]["schemas"]
+    assert set(components["Bootstrap"]["required"]) == {"thread", "entries", "pending", "failed"}
+    failed = components["Bootstrap"]["properties"]["failed"]["items"]["$ref"].rsplit("/", 1)[1]
+    assert set(components[failed]["required"]) == {"messageId", "text", "reason", "acceptedAt", "imageCount"}
 
 
 def test_schema_is_public_but_the_api_is_not(client):  # type: ignore[no-untyped-def]
@@ -115,6 +120,10 @@ class ApiData:
             accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="waiting", images=[])
             done, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="done")
             AcceptedMessage.objects.filter(pk=done.pk).update(state=AcceptedMessage.State.TRANSCRIBED)
+            dropped, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="dropped")
+            AcceptedMessage.objects.filter(pk=dropped.pk).update(
+                state=AcceptedMessage.State.FAILED, failure=AcceptedMessage.Failure.STOPPED
+            )
             self.thread_ids.append(str(thread.pk))
 
     def disposable_thread_id(self) -> str:

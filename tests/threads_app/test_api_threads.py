@@ -377,7 +377,7 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
 
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"thread", "entries", "pending"}
+    assert set(body) == {"thread", "entries", "pending", "failed"}
     assert set(body["thread"]) == THREAD_KEYS
     assert body["thread"]["id"] == str(thread.id)
     assert body["thread"]["steps"] == []
@@ -393,6 +393,101 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
         }
         for n, message_id in enumerate((second, first))
     ]
+    assert [f["messageId"] for f in body["failed"]] == [str(failed)]
+
+
+def fail_send(thread: Thread, text: str, *, reason: str = "stopped", seconds: int = 0, images=None):  # type: ignore[no-untyped-def]
+    """A send accepted ``seconds`` after BASE, then failed for ``reason``."""
+    message, _ = accept_message(
+        message_id=uuid.uuid4(), thread=thread, author=thread.owner, text=text, images=images or []
+    )
+    AcceptedMessage.objects.filter(pk=message.pk).update(
+        state=AcceptedMessage.State.FAILED, failure=reason, accepted_at=BASE + timedelta(seconds=seconds)
+    )
+    return message.pk
+
+
+def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_count(client, user, thread):  # type: ignore[no-untyped-def]
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGk="}}
+    later = fail_send(thread, "dropped second", seconds=5)
+    earlier = fail_send(thread, "dropped first", seconds=1, images=[image, image])
+    refused = fail_send(thread, "too much", reason="limit", seconds=3)
+    unknown = fail_send(thread, "no reason recorded", reason="", seconds=7)
+    waiting, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="waiting")
+    done, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="done")
+    AcceptedMessage.objects.filter(pk=done.pk).update(state=AcceptedMessage.State.TRANSCRIBED)
+    fail_send(make_thread(user, "other"), "another thread's")
+
+    body = client.get(url(thread.id, "bootstrap/")).json()
+
+    assert body["failed"] == [
+        {
+            "messageId": str(earlier),
+            "text": "dropped first",
+            "reason": "stopped",
+            "acceptedAt": "2026-01-01T00:00:01Z",
+            "imageCount": 2,
+        },
+        {
+            "messageId": str(refused),
+            "text": "too much",
+            "reason": "limit",
+            "acceptedAt": "2026-01-01T00:00:03Z",
+            "imageCount": 0,
+        },
+        {
+            "messageId": str(later),
+            "text": "dropped second",
+            "reason": "stopped",
+            "acceptedAt": "2026-01-01T00:00:05Z",
+            "imageCount": 0,
+        },
+        {
+            "messageId": str(unknown),
+            "text": "no reason recorded",
+            "reason": "",
+            "acceptedAt": "2026-01-01T00:00:07Z",
+            "imageCount": 0,
+        },
+    ]
+    # A failed send is not pending, and a pending one is not failed.
+    assert [p["id"] for p in body["pending"]] == [str(waiting.pk)]
+
+
+def test_bootstrap_lists_only_the_latest_50_failed_sends(client, thread):  # type: ignore[no-untyped-def]
+    for n in range(53):
+        fail_send(thread, f"dropped {n}", seconds=n)
+    # Two sends accepted in the very instant of the 50th newest: still no more than 50.
+    fail_send(thread, "same instant", seconds=3)
+
+    failed = client.get(url(thread.id, "bootstrap/")).json()["failed"]
+
+    assert len(failed) == 50
+    assert failed[-1]["text"] == "dropped 52"
+    assert [f["acceptedAt"] for f in failed] == sorted(f["acceptedAt"] for f in failed)
+    assert failed[0]["acceptedAt"] == "2026-01-01T00:00:03Z"
+    assert [f["text"] for f in failed[1:]] == [f"dropped {n}" for n in range(4, 53)]
+
+
+def test_bootstrap_with_a_limit_still_lists_every_pending_and_failed_send(client, user, thread):  # type: ignore[no-untyped-def]
+    add_steps(thread, 5)
+    dropped = fail_send(thread, "dropped")
+    waiting, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="waiting")
+
+    body = client.get(url(thread.id, "bootstrap/"), {"limit": 1}).json()
+
+    assert len(body["entries"]) == 1
+    assert [p["id"] for p in body["pending"]] == [str(waiting.pk)]
+    assert [f["messageId"] for f in body["failed"]] == [str(dropped)]
+
+
+def test_bootstrap_of_another_users_thread_shows_none_of_its_failed_sends(client, foreign_thread):  # type: ignore[no-untyped-def]
+    fail_send(foreign_thread, "their dropped send")
+
+    response = client.get(url(foreign_thread.id, "bootstrap/"))
+
+    assert response.status_code == 404
+    assert "their dropped send" not in response.content.decode()
 
 
 def test_bootstrap_limit_returns_the_last_entries_in_order(client, thread):  # type: ignore[no-untyped-def]
@@ -409,6 +504,7 @@ def test_bootstrap_of_an_empty_thread(client, thread):  # type: ignore[no-untype
 
     assert body["entries"] == []
     assert body["pending"] == []
+    assert body["failed"] == []
 
 
 @pytest.mark.parametrize("limit", [0, -3, "many", 1001])

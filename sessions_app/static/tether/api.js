@@ -52,9 +52,11 @@ export function deleteThread(id) {
   return request("DELETE", threadUrl(id));
 }
 
-/** `{thread, entries, pending}`: what a page needs to show a thread. */
-export function bootstrap(id) {
-  return request("GET", `${threadUrl(id)}bootstrap/`);
+/** `{thread, entries, pending, failed}`: what a page needs to show a thread (with `limit`,
+ * only the last that many entries). */
+export function bootstrap(id, { limit } = {}) {
+  const query = limit ? `?limit=${encodeURIComponent(limit)}` : "";
+  return request("GET", `${threadUrl(id)}bootstrap/${query}`);
 }
 
 /** Every transcript step after `afterSeq`, following the pages. */

@@ -1,12 +1,12 @@
 // The chat page: one Socket.IO connection, the transcript, pending sends, the composer.
 //
 // Where a thread's lines come from:
-//   - the bootstrap read when a thread page opens (entries and pending sends);
+//   - the bootstrap read when a thread page opens (entries, pending and failed sends);
 //   - resume_thread, when the server resumes the thread into a new session;
 //   - live events: new_message, update_message, delete_message, stream_start/stream_token;
 //   - after a reconnect, the history read after the last seq shown (what was missed).
 // All of them go through Transcript.upsert (keyed by step id), so nothing shows twice, and
-// pending sends are retired in one place, reconcilePending.
+// pending sends are merged, retired and labelled in one place, reconcile.js.
 
 import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
@@ -78,7 +78,7 @@ const state = {
   threadId: config.threadId,
   sessionId: sessionFor(config.threadId),
   transcript: new Transcript(),
-  pending: [], // sends not transcribed yet: {id, text, state, files?, error?}
+  pending: [], // sends not transcribed yet: {id, text, state, reason?, error?, attempt?, files?}
   outbox: new Map(), // message id -> {payload, inflight}: client_message not acknowledged yet
   running: false,
   loaded: !config.threadId, // the thread's history has been read
@@ -190,11 +190,25 @@ function addPending(items) {
   reconcile();
 }
 
+/** A new status of a send this page shows (nothing for one it does not): one more copy of
+ * it, which reconcilePending merges with what the page knew. */
 function setPending(id, changes) {
-  const item = state.pending.find((p) => p.id === id);
-  if (!item) return;
-  Object.assign(item, changes);
-  renderPending();
+  if (!state.pending.some((p) => p.id === id)) return;
+  addPending([{ ...changes, id }]);
+}
+
+/** Pending copies of bootstrap's `pending` and `failed` sends, oldest first. */
+function openSends({ pending = [], failed = [] }) {
+  const items = [
+    ...pending.map((p) => ({ ...p, state: "pending" })),
+    ...failed.map(({ messageId, reason, ...rest }) => ({
+      ...rest,
+      id: messageId,
+      state: "failed",
+      reason: reason ?? "",
+    })),
+  ];
+  return items.sort((a, b) => String(a.acceptedAt ?? "").localeCompare(String(b.acceptedAt ?? "")));
 }
 
 function renderPending() {
@@ -246,16 +260,29 @@ function adoptThread(id) {
 
 async function loadThread() {
   try {
-    const { thread, entries, pending } = await api.bootstrap(state.threadId);
-    setTitle(thread.name);
-    addPending(pending.map((p) => ({ ...p, state: "pending" })));
-    applySteps(entries);
+    const data = await api.bootstrap(state.threadId);
+    setTitle(data.thread.name);
+    addPending(openSends(data));
+    applySteps(data.entries);
   } catch (error) {
     notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
   }
   state.loaded = true;
   updateView();
   scrollToBottom();
+}
+
+/** A send failed that this page does not show (made in another tab, its event missed):
+ * read the thread's pending and failed sends again (bootstrap with one entry). */
+async function refreshOpenSends() {
+  if (!state.threadId) return;
+  try {
+    const data = await api.bootstrap(state.threadId, { limit: 1 });
+    addPending(openSends(data));
+    applySteps(data.entries);
+  } catch (error) {
+    notify(`Could not read the chat's unsent messages: ${error.message}`);
+  }
 }
 
 /** After a reconnect: read what the transcript gained while the socket was down. */
@@ -369,6 +396,15 @@ socket.on("chat-user-message", (data) => {
   if (!data?.messageId || (state.threadId && data.threadId !== state.threadId)) return;
   addPending([{ id: data.messageId, text: data.text, imageCount: data.imageCount, state: "pending" }]);
 });
+socket.on("message_failed", (data) => {
+  // A send the server will not answer (a stop dropped it from the queue, a limit, an error).
+  if (!data?.messageId || (state.threadId && data.threadId && data.threadId !== state.threadId)) return;
+  if (!state.pending.some((p) => p.id === data.messageId)) {
+    refreshOpenSends();
+    return;
+  }
+  setPending(data.messageId, { state: "failed", reason: data.reason ?? "" });
+});
 socket.on("error", (data) => notify(data?.message ?? "Something went wrong."));
 
 // --- sending ------------------------------------------------------------------------------
@@ -397,7 +433,7 @@ function submit() {
 /** Upload the photos, then hand the message to the outbox. */
 async function prepare(item) {
   let fileReferences;
-  if (item.files.length) {
+  if (item.files?.length) {
     try {
       const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
       fileReferences = uploaded.map((u) => ({ id: u.id }));
@@ -432,11 +468,23 @@ function onAck(id, answer) {
   setPending(id, { state: answer.queued ? "queued" : "pending" });
 }
 
+/** "Send again": a new attempt at a failed send, with the same message id. A send the server
+ * failed (`message_failed`, bootstrap's `failed`) is revived there with `retry: true` (the
+ * server still holds its text and photos); one that failed here (`error`: an upload failed,
+ * the server refused it) goes again from the start. */
 function retry(id) {
   const item = state.pending.find((p) => p.id === id);
-  if (!item) return;
-  setPending(id, { state: "sending", error: undefined });
-  sendChain = sendChain.then(() => prepare(item));
+  if (!item || item.state !== "failed") return;
+  setPending(id, { state: "sending", attempt: (item.attempt ?? 0) + 1 });
+  if (!item.error) {
+    const payload = { message: { id, output: item.text ?? "" }, retry: true };
+    sendChain = sendChain.then(() => {
+      state.outbox.set(id, { payload, inflight: false });
+      flushOutbox();
+    });
+  } else {
+    sendChain = sendChain.then(() => prepare(item));
+  }
 }
 
 function stop() {

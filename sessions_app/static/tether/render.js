@@ -6,6 +6,7 @@
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 import { photosOf } from "./photos.js";
+import { pendingStatus } from "./reconcile.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -149,35 +150,40 @@ export function fillStep(item, step) {
   const photos = photosOf(step.content);
   if (photos.length) parts.push(photoList(photos));
   if (step.streaming) parts.push(el("span", "cursor", ""));
-  if (step.interrupted) parts.push(el("div", "msg-status", "Interrupted"));
+  // A reply cut by a stop is kept as far as it got; the server marks it in its metadata, so
+  // the marker is there after a reload too. A reply this page saw cut off without word from
+  // the server (its turn ended while it streamed) says so as well.
+  const stopped = Boolean(step.metadata?.interrupted);
+  item.toggleAttribute("data-interrupted", stopped || Boolean(step.interrupted));
+  if (stopped) parts.push(el("div", "msg-status msg-stopped", "Stopped: the reply was cut short here"));
+  else if (step.interrupted) parts.push(el("div", "msg-status msg-stopped", "Interrupted"));
   item.replaceChildren(...parts);
 }
 
-const PENDING_LABEL = {
-  sending: "Sending…",
-  pending: "Pending",
-  queued: "Queued: waits for the reply in progress",
-  failed: "Not sent",
-};
-
-/** A sent message not transcribed yet. */
+/** A sent message not transcribed yet; what it says is `pendingStatus`'s decision. */
 export function pendingElement(item, { onRetry } = {}) {
+  const { state, label, canRetry } = pendingStatus(item);
   const node = el("li", "msg msg-user pending");
   node.dataset.id = item.id;
-  node.dataset.state = item.state ?? "pending";
+  node.dataset.state = state;
   const body = el("div", "msg-body plain", item.text ?? "");
+  body.id = `pending-text-${item.id}`;
   const parts = [el("div", "msg-author", "You"), body];
   const previews = item.files?.length
     ? item.files.map((f) => ({ src: f.url, alt: f.name }))
     : photosOf(item.images);
   if (previews.length) parts.push(photoList(previews));
   else if (item.imageCount) parts.push(el("div", "msg-photos-note", `${item.imageCount} photo(s)`));
-  const status = el("div", "msg-status", item.error ? `${PENDING_LABEL.failed}: ${item.error}` : PENDING_LABEL[node.dataset.state]);
-  if (node.dataset.state === "failed" && onRetry) {
-    const retry = el("button", "link-button", "Retry");
-    retry.type = "button";
-    retry.addEventListener("click", () => onRetry(item.id));
-    status.append(" ", retry);
+  const status = el("div", "msg-status", label);
+  if (canRetry && onRetry) {
+    const again = el("button", "send-again", "Send again");
+    again.type = "button";
+    again.setAttribute("aria-describedby", body.id); // which message: its text
+    again.addEventListener("click", () => {
+      again.disabled = true; // one click, one send
+      onRetry(item.id);
+    });
+    status.append(" ", again);
   }
   parts.push(status);
   node.replaceChildren(...parts);

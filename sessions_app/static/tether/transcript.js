@@ -23,7 +23,8 @@ function sameStep(a, b) {
     Boolean(a.streaming) === Boolean(b.streaming) &&
     Boolean(a.isError) === Boolean(b.isError) &&
     a.name === b.name &&
-    JSON.stringify(a.content ?? []) === JSON.stringify(b.content ?? [])
+    JSON.stringify(a.content ?? []) === JSON.stringify(b.content ?? []) &&
+    JSON.stringify(a.metadata ?? {}) === JSON.stringify(b.metadata ?? {})
   );
 }
 
