@@ -70,7 +70,9 @@ def test_the_production_profile_never_generates_a_key(tmp_path):
 
 
 def test_check_deploy_is_clean_under_the_production_profile():
-    result = manage("check", "--deploy", "--fail-level", "WARNING", DJANGO_ENV="production", SECRET_KEY=STRONG)
+    result = manage(
+        "check", "--deploy", "--fail-level", "WARNING", DJANGO_ENV="production", SECRET_KEY=STRONG
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
 
