@@ -23,6 +23,7 @@ $(BIN)/.installed: requirements.txt
 
 install: $(BIN)/.installed
 
+# The first manage.py call generates this install's SECRET_KEY into var/secret_key (0600).
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing

@@ -12,11 +12,14 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from chatproject.body_limits import BodyLimitMiddleware  # noqa: E402
 from sessions_app.auth import BrowserOriginValidator, TokenAuthMiddleware  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 from sessions_app.shutdown import graceful_shutdown  # noqa: E402
 
-http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
+django_http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
+# Bodies over their endpoint's budget are refused before Django reads them.
+http_app = BodyLimitMiddleware(django_http_app)
 
 application = ProtocolTypeRouter(
     {

@@ -5,9 +5,12 @@ in-memory channel layer (one process only). Set both to run several daphne proce
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+
+from chatproject import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TETHER_VAR_DIR", BASE_DIR / "var"))
@@ -21,8 +24,24 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "tether-dev-secret-key-change-me-in-production")
+# ``DJANGO_ENV=production`` turns on the production profile (HTTPS only, secure cookies, HSTS,
+# no generated key); anything else is the embedded development default.
+DJANGO_ENV = os.environ.get("DJANGO_ENV", "development").strip().lower()
+PRODUCTION = DJANGO_ENV == "production"
 DEBUG = _env_bool("DEBUG", False)
+
+# The key comes from the environment, else from a private file outside the repository, which
+# the development profile creates on first use (chatproject.secret_key). Without DEBUG a
+# known, empty or weak key stops the process here.
+SECRET_KEY_FILE = Path(os.environ.get("SECRET_KEY_FILE", VAR_DIR / "secret_key"))
+if "SECRET_KEY" in os.environ:
+    SECRET_KEY = os.environ["SECRET_KEY"]
+    _key_source = "the SECRET_KEY environment variable"
+else:
+    SECRET_KEY = secret_key.load(SECRET_KEY_FILE, create=not PRODUCTION)
+    _key_source = str(SECRET_KEY_FILE)
+if not DEBUG:
+    secret_key.refuse_weak(SECRET_KEY, _key_source)
 ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
 CSRF_TRUSTED_ORIGINS = [origin for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin]
 
@@ -39,6 +58,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "threads_app",
     "media_app",
     "sessions_app",
@@ -52,6 +72,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "chatproject.urls"
@@ -137,9 +159,39 @@ if REDIS_URL:
     }
 
 # --- Auth -----------------------------------------------------------------------------
+# Every path that sets a password runs these (the admin's forms, createsuperuser,
+# changepassword, create_chat_user --password).
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": int(os.environ.get("PASSWORD_MIN_LENGTH", "10"))},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for LOGIN_LOCKOUT_MINUTES (answered 429). Keyed on
+# the pair, so an attacker cannot lock a user out from elsewhere, and many users behind one
+# address (an office, the test suite on 127.0.0.1) do not lock each other out. The records
+# live in the database, so every server process counts the same failures.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = _env_bool("LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("LOGIN_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Failures are recorded; a row per successful login is not needed.
+AXES_DISABLE_ACCESS_LOG = True
+AXES_VERBOSE = False
+# Behind a reverse proxy, the client address axes keys on comes from X-Forwarded-For.
+AXES_IPWARE_PROXY_COUNT = int(os.environ["PROXY_COUNT"]) if os.environ.get("PROXY_COUNT") else None
+# API tokens (rest_framework.authtoken) expire this many days after they were created;
+# 0 keeps them forever. ``manage.py revoke_tokens`` and the admin revoke them earlier.
+API_TOKEN_LIFETIME_DAYS = float(os.environ.get("API_TOKEN_LIFETIME_DAYS", "90"))
 # A comma-separated list of hasher paths; the test suite uses a fast one.
 if os.environ.get("PASSWORD_HASHERS"):
     PASSWORD_HASHERS = os.environ["PASSWORD_HASHERS"].split(",")
@@ -149,11 +201,20 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "sessions_app.tokens.ExpiringTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_THROTTLE_RATES": {"sends": os.environ.get("SEND_THROTTLE_RATE", "120/min")},
+    # JSON bodies are parsed with bounded depth and size (threads_app.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "threads_app.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "sends": os.environ.get("SEND_THROTTLE_RATE", "120/min"),
+        "uploads": os.environ.get("UPLOAD_THROTTLE_RATE", "30/min"),
+    },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
 # The OpenAPI schema at /api/schema/ and Swagger UI at /api/docs/, whose assets are served
@@ -215,3 +276,46 @@ ECHO_STATE_DIR = Path(os.environ.get("ECHO_STATE_DIR", VAR_DIR / "echo"))
 # message may carry. Uploads go over HTTP (POST /api/uploads/), not the socket.
 MAX_IMAGE_BYTES = int(os.environ.get("MAX_IMAGE_BYTES", str(10_000_000)))
 MAX_IMAGES_PER_MESSAGE = int(os.environ.get("MAX_IMAGES_PER_MESSAGE", "10"))
+
+# --- Limits (the README's limits table) -----------------------------------------------
+# Request bodies, checked before anything parses them (chatproject.body_limits): the
+# Content-Length first, then the bytes as they stream in. The send endpoint's own default is
+# what a message's photos need (media_app.parsers); uploads take one photo.
+MAX_REQUEST_BODY_BYTES = int(os.environ.get("MAX_REQUEST_BODY_BYTES", str(1_000_000)))
+SEND_MAX_BODY_BYTES = (
+    int(os.environ["SEND_MAX_BODY_BYTES"]) if os.environ.get("SEND_MAX_BODY_BYTES") else None
+)
+INTEGRATION_MAX_BODY_BYTES = int(os.environ.get("INTEGRATION_MAX_BODY_BYTES", str(1_000_000)))
+# The shape of a JSON body: nesting depth, and arrays plus objects in all.
+JSON_MAX_DEPTH = int(os.environ.get("JSON_MAX_DEPTH", "32"))
+JSON_MAX_CONTAINERS = int(os.environ.get("JSON_MAX_CONTAINERS", "10000"))
+# Uploads: bytes a user may keep in uploads at once, and the age (hours) after which
+# ``manage.py purge_uploads`` deletes them.
+UPLOAD_QUOTA_BYTES = int(os.environ.get("UPLOAD_QUOTA_BYTES", str(200_000_000)))
+UPLOAD_EXPIRY_HOURS = float(os.environ.get("UPLOAD_EXPIRY_HOURS", "24"))
+# The most pixels (width x height, read from the file's header) a photo may declare.
+MAX_IMAGE_PIXELS = int(os.environ.get("MAX_IMAGE_PIXELS", str(50_000_000)))
+# Webhooks: hosts or networks (comma-separated, e.g. "127.0.0.1,10.0.0.0/8,hooks.internal")
+# a delivery may go to although they resolve to a loopback, private, link-local, multicast or
+# reserved address; and the most bytes of a receiver's answer that are read.
+WEBHOOK_ALLOWED_HOSTS = [
+    h.strip() for h in os.environ.get("WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()
+]
+WEBHOOK_MAX_RESPONSE_BYTES = int(os.environ.get("WEBHOOK_MAX_RESPONSE_BYTES", "65536"))
+
+# --- Production profile ---------------------------------------------------------------
+# ``DJANGO_ENV=production``: ``manage.py check --deploy`` is clean. Behind a reverse proxy
+# that terminates TLS, set SECURE_PROXY_SSL_HEADER=1 (the proxy must set X-Forwarded-Proto
+# and strip it from clients), or SECURE_SSL_REDIRECT=0 when the proxy redirects itself.
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
+    if _env_bool("SECURE_PROXY_SSL_HEADER", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    SECURE_REFERRER_POLICY = "same-origin"
+    X_FRAME_OPTIONS = "DENY"

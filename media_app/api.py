@@ -24,6 +24,7 @@ from media_app.serializers import (
     UploadRequestSerializer,
     UploadSerializer,
 )
+from media_app.throttling import UploadRateThrottle
 
 # Photos never change behind a reference: the browser may keep them for a year.
 CACHE_CONTROL = "private, max-age=31536000, immutable"
@@ -49,6 +50,7 @@ class JSONErrors(BaseContentNegotiation):
 class UploadView(APIView):
     parser_classes = [MultiPartParser]
     renderer_classes = [JSONRenderer]
+    throttle_classes = [UploadRateThrottle]
 
     @extend_schema(
         operation_id="upload_create",
@@ -56,10 +58,16 @@ class UploadView(APIView):
         request={"multipart/form-data": UploadRequestSerializer},
         responses={
             201: UploadSerializer,
-            400: _error("Not a JPEG, PNG, GIF or WebP image, too big, or no file.", UploadErrorSerializer),
+            400: _error(
+                "Not a JPEG, PNG, GIF or WebP image, too big (bytes or pixels), over the user's "
+                "upload quota, or no file.",
+                UploadErrorSerializer,
+            ),
             401: _error("No valid credentials (a token or a session)."),
             403: _error("A session-authenticated request without a valid CSRF token."),
+            413: _error("The body is over the upload budget (refused before it is read)."),
             415: _error("The body is not multipart/form-data."),
+            429: _error("Too many uploads (see Retry-After)."),
         },
     )
     def post(self, request: Request) -> Response:

@@ -1,12 +1,15 @@
 """What a photo may be: JPEG, PNG, GIF or WebP, told by its first bytes (never by its name
-or the type a client claims), at most ``MAX_IMAGE_BYTES``, at most
-``MAX_IMAGES_PER_MESSAGE`` per message; and the image block a photo becomes."""
+or the type a client claims), at most ``MAX_IMAGE_BYTES``, at most ``MAX_IMAGE_PIXELS`` as
+its header declares them, at most ``MAX_IMAGES_PER_MESSAGE`` per message; and the image
+block a photo becomes."""
 
 import base64
 import binascii
 from typing import Any
 
 from django.conf import settings
+
+from media_app.dimensions import UnreadableDimensions, dimensions
 
 # The only content types a photo is ever stored or served with.
 ALLOWED_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
@@ -64,6 +67,22 @@ def check_type(head: bytes, claimed: str | None = None) -> str:
     return content_type
 
 
+def max_pixels() -> int:
+    return int(settings.MAX_IMAGE_PIXELS)
+
+
+def check_pixels(data: bytes, content_type: str) -> None:
+    """Refuse a photo whose header declares more than ``MAX_IMAGE_PIXELS`` (or says nothing)."""
+    try:
+        width, height = dimensions(data, content_type)
+    except UnreadableDimensions:
+        raise ImageRejected("The image's width and height could not be read from its header.") from None
+    if width * height > max_pixels():
+        raise ImageRejected(
+            f"The image is {width} x {height} pixels; the limit is {max_pixels():,} pixels in all."
+        )
+
+
 def check_count(count: int) -> None:
     if count > max_images():
         raise ImageRejected(f"At most {max_images()} images per message; this one has {count}.")
@@ -93,6 +112,7 @@ def block_from_base64(data: Any, claimed: str | None = None) -> dict[str, Any]:
     raw = decode_base64(data)
     check_size(len(raw))
     content_type = check_type(raw[:16], claimed)
+    check_pixels(raw, content_type)
     return image_block(content_type, data)
 
 

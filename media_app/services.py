@@ -6,12 +6,17 @@ import binascii
 import hashlib
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.files.uploadedfile import UploadedFile
-from django.db.models import Model
+from django.db import transaction
+from django.db.models import Model, Sum
 from django.db.models.fields.json import KT
+from django.utils import timezone
 
 from media_app import images
 from media_app.blocks import MediaRef, find_image
@@ -22,8 +27,21 @@ from threads_app.models import AcceptedMessage, Step, Thread
 # --- uploads ------------------------------------------------------------------------------
 
 
+def quota_bytes() -> int:
+    return int(settings.UPLOAD_QUOTA_BYTES)
+
+
+def stored_bytes(owner: AbstractBaseUser) -> int:
+    return Upload.objects.filter(owner=owner).aggregate(total=Sum("size"))["total"] or 0
+
+
 def store_upload(owner: AbstractBaseUser, file: UploadedFile) -> Upload:
-    """Validate an uploaded file (size, then type by its first bytes) and keep it."""
+    """Validate an uploaded file (size, type by its first bytes, pixels by its header) and keep
+    it, if the owner's uploads stay within ``UPLOAD_QUOTA_BYTES``.
+
+    The owner's row is locked while the quota is checked and the upload written, so uploads
+    sent at the same time cannot each see room for themselves.
+    """
     images.check_size(file.size or 0)
     file.seek(0)
     head = file.read(16)
@@ -31,13 +49,34 @@ def store_upload(owner: AbstractBaseUser, file: UploadedFile) -> Upload:
     file.seek(0)
     data = file.read()
     images.check_size(len(data))
-    return Upload.objects.create(
-        owner=owner,
-        content_type=content_type,
-        size=len(data),
-        data=data,
-        name=(file.name or "")[:255],
-    )
+    images.check_pixels(data, content_type)
+    with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
+        used = stored_bytes(owner)
+        if used + len(data) > quota_bytes():
+            raise images.ImageRejected(
+                f"Your uploads already take {images.human_size(used)} of your "
+                f"{images.human_size(quota_bytes())} quota; this one ({images.human_size(len(data))}) "
+                "does not fit. Uploads are deleted after a while; try again later."
+            )
+        return Upload.objects.create(
+            owner=owner,
+            content_type=content_type,
+            size=len(data),
+            data=data,
+            name=(file.name or "")[:255],
+        )
+
+
+def purge_uploads(older_than: timedelta) -> int:
+    """Delete the uploads created more than ``older_than`` ago; how many were deleted.
+
+    No message depends on an upload row: a send that names an upload copies its bytes into
+    the message's own record when it is accepted (``blocks_for_uploads``), so the row only
+    serves the send that names it, which happens seconds after the upload.
+    """
+    deleted, _ = Upload.objects.filter(created_at__lt=timezone.now() - older_than).delete()
+    return deleted
 
 
 def parse_references(references: Any) -> list[uuid.UUID]:

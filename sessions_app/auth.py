@@ -2,7 +2,8 @@
 
 The cookie is handled by Channels' ``AuthMiddlewareStack``. This module adds the token, read
 from an ``Authorization: Token <key>`` header (``TokenAuthMiddleware``) or from the ``token``
-field of the Socket.IO auth payload (``user_for_token``), and an Origin check that only
+field of the Socket.IO auth payload (``user_for_token``; an expired or revoked token is
+refused like an unknown one, see ``sessions_app.tokens``), and an Origin check that only
 applies to browsers.
 """
 
@@ -15,13 +16,15 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from rest_framework.authtoken.models import Token
 
+from sessions_app.tokens import is_expired
+
 
 @database_sync_to_async
 def user_for_token(key: Any) -> AbstractBaseUser | None:
     if not isinstance(key, str) or not key:
         return None
     token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None or not token.user.is_active:
+    if token is None or not token.user.is_active or is_expired(token):
         return None
     return token.user
 

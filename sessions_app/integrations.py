@@ -31,13 +31,13 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -51,6 +51,7 @@ from sessions_app.runtime.pool import pools
 from sessions_app.runtime.thread_session import TurnResponse
 from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
+from threads_app.parsers import BoundedJSONParser
 from threads_app.services import MessageConflict, ThreadNotOwned, accept_message, ensure_thread, record_queued
 from threads_app.throttling import SendRateThrottle
 
@@ -89,8 +90,15 @@ def _error(description: str) -> OpenApiResponse:
     return OpenApiResponse(IntegrationErrorSerializer, description=description)
 
 
+class IntegrationJSONParser(BoundedJSONParser):
+    """An integration message is text only: its body budget is ``INTEGRATION_MAX_BODY_BYTES``."""
+
+    def max_body_bytes(self) -> int:
+        return int(settings.INTEGRATION_MAX_BODY_BYTES)
+
+
 class IntegrationMessageView(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [IntegrationJSONParser]
     throttle_classes = [SendRateThrottle]
 
     @extend_schema(

@@ -85,9 +85,12 @@ def server(server_factory):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
-    """A daphne process running the default app: messages go to the echo engine runtime."""
+    """A daphne process running the default app: messages go to the echo engine runtime.
+    Its webhooks may go to loopback, where the tests' receivers listen."""
     return server_factory.start(
-        CHAT_APP="sessions_app.default_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo"))
+        CHAT_APP="sessions_app.default_app",
+        ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo")),
+        WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
     )
 
 

@@ -14,13 +14,13 @@ from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.filters import SearchFilter
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from threads_app import selectors, services
 from threads_app.models import Thread
 from threads_app.pagination import SeqPagination, ThreadCursorPagination
+from threads_app.parsers import BoundedJSONParser
 from threads_app.serializers import (
     BootstrapErrorSerializer,
     BootstrapQuerySerializer,
@@ -93,7 +93,7 @@ class ThreadViewSet(viewsets.GenericViewSet):
     pagination_class = ThreadCursorPagination
     filter_backends = [ThreadSearchFilter]
     search_fields = ["name"]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     http_method_names = ["get", "patch", "delete", "head", "options"]
     # Any path segment reaches the view (and its JSON 404), dots included.
     lookup_value_regex = "[^/]+"

@@ -1,4 +1,4 @@
-"""Test photos: real magic bytes in front of random bytes (nothing here decodes pixels)."""
+"""Test photos: real headers in front of random bytes (nothing here decodes pixels)."""
 
 import base64
 import json
@@ -6,11 +6,13 @@ import os
 import re
 from typing import Any
 
+# Each head declares a small size (64 x 48; GIF 1 x 1), which the pixel limit reads.
 MAGIC = {
-    "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF\x00",
-    "image/png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR",
+    "image/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    + b"\xff\xc0\x00\x11\x08\x00\x30\x00\x40\x03\x01\x22\x00\x02\x11\x01\x03\x11\x01",
+    "image/png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x40\x00\x00\x00\x30",
     "image/gif": b"GIF89a\x01\x00\x01\x00",
-    "image/webp": b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+    "image/webp": b"RIFF\x00\x00\x00\x00WEBPVP8 \x00\x00\x00\x00\x00\x00\x00\x9d\x01\x2a\x40\x00\x30\x00",
 }
 # A run of base64 this long in a response means a payload leaked.
 LONG_BASE64 = re.compile(r"[A-Za-z0-9+/=]{200,}")

@@ -115,6 +115,7 @@ def retry_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-d
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-integrations")),
         WEBHOOK_RETRY_DELAYS=",".join(str(d) for d in RETRY_DELAYS),
         SEND_THROTTLE_RATE=f"{THROTTLE}/min",
+        WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
     )
 
 
@@ -141,7 +142,9 @@ def accepted(**filters: Any) -> list[AcceptedMessage]:
 
 
 def signed(secret: str, headers: dict[str, str], body: bytes) -> bool:
-    expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    """The receiver's check: the signature covers the timestamp, the delivery id and the body."""
+    message = f"{headers['X-Tether-Timestamp']}.{headers['X-Tether-Delivery']}.".encode() + body
+    expected = "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, headers["X-Tether-Signature"])
 
 
@@ -391,13 +394,15 @@ async def test_sends_are_throttled(retry_server, make_user, receiver):
 
 async def test_deliver_gives_up_after_the_retries_on_connection_errors(make_user, settings):
     settings.WEBHOOK_RETRY_DELAYS = [0.01, 0.02]
+    settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     box = await hooked_box(make_user(), f"http://127.0.0.1:{free_port()}/nobody-listens")
     started = time.monotonic()
     assert await webhooks.deliver(box, {"hello": "nobody"}) is False
     assert time.monotonic() - started < 5
 
 
-async def test_deliver_makes_a_secret_for_a_box_without_one(make_user, receiver):
+async def test_deliver_makes_a_secret_for_a_box_without_one(make_user, receiver, settings):
+    settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     box = await hooked_box(make_user(), receiver.url)
     await Box.objects.filter(pk=box.pk).aupdate(webhook_secret="")
     box = await Box.objects.aget(pk=box.pk)

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 from django.core.cache import caches
+from django.http import HttpRequest
 from django.test import override_settings
 from django.utils.crypto import get_random_string
 from rest_framework.authtoken.models import Token
@@ -588,7 +589,8 @@ def test_token_authentication_reads_and_writes(client, thread):  # type: ignore[
 def session_client(user) -> APIClient:  # type: ignore[no-untyped-def]
     """A browser-like client: session cookie, CSRF checks enforced."""
     api = APIClient(enforce_csrf_checks=True)
-    assert api.login(username="owner", password="pw-for-tests-1")
+    # django-axes checks every authenticate() call against its lockouts, so it needs the request.
+    assert api.login(request=HttpRequest(), username="owner", password="pw-for-tests-1")
     return api
 
 

@@ -1,11 +1,13 @@
 """``manage.py create_chat_user``: a user with a box and an API token."""
 
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from threads_app.models import Box
@@ -73,3 +75,31 @@ def test_second_call_without_if_missing_errors(django_user_model):
     user = django_user_model.objects.get(username="twice")
     assert Token.objects.get(user=user).key == token
     assert django_user_model.objects.filter(username="twice").count() == 1
+
+
+@pytest.mark.parametrize(
+    ("password", "reason"),
+    [
+        ("short1", "too short"),
+        ("password123", "too common"),
+        ("84736251907", "entirely numeric"),
+        ("alexander-the-great", "too similar to the username"),
+    ],
+)
+def test_weak_passwords_are_refused_with_the_validators_reasons(django_user_model, password, reason):
+    with pytest.raises(CommandError, match=f"password refused: .*{reason}"):
+        run("alexander-the-great", "--password", password)
+    assert not django_user_model.objects.filter(username="alexander-the-great").exists()
+
+
+def test_the_demo_password_of_the_makefile_passes(django_user_model):
+    run("demo", "--password", "demo-password", "--if-missing")
+    assert django_user_model.objects.get(username="demo").check_password("demo-password")
+
+
+def test_if_missing_renews_an_expired_token(django_user_model, settings):
+    settings.API_TOKEN_LIFETIME_DAYS = 30
+    first = printed_token(run("bot", "--if-missing"))
+    Token.objects.filter(key=first).update(created=timezone.now() - timedelta(days=31))
+    second = printed_token(run("bot", "--if-missing"))
+    assert second != first and Token.objects.filter(user__username="bot").count() == 1

@@ -2,10 +2,11 @@
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth import get_user_model, password_validation
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
 
+from sessions_app import tokens
 from threads_app.selectors import default_box_for
 
 
@@ -14,9 +15,14 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):  # type: ignore[no-untyped-def]
         parser.add_argument("username")
-        parser.add_argument("--password", help="Set this password (default: unusable; token only).")
         parser.add_argument(
-            "--if-missing", action="store_true", help="Do nothing (but print the token) if the user exists."
+            "--password",
+            help="Set this password (default: unusable; token only). It must pass AUTH_PASSWORD_VALIDATORS.",
+        )
+        parser.add_argument(
+            "--if-missing",
+            action="store_true",
+            help="Do nothing (but print the token, renewed if it expired) if the user exists.",
         )
 
     def handle(
@@ -27,10 +33,15 @@ class Command(BaseCommand):
         if user is not None and not if_missing:
             raise CommandError(f"user {username!r} already exists")
         if user is None:
+            if password is not None:
+                try:
+                    password_validation.validate_password(password, User(username=username))
+                except ValidationError as exc:
+                    raise CommandError("password refused: " + " ".join(exc.messages)) from None
             user = User.objects.create_user(username=username, password=password)
             if password is None:
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
         default_box_for(user)
-        token, _ = Token.objects.get_or_create(user=user)
+        token = tokens.issue(user)
         self.stdout.write(f"user: {username}\ntoken: {token.key}\n")

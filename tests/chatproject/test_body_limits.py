@@ -1,0 +1,164 @@
+"""Request bodies over their endpoint's budget are refused before Django reads them (413),
+and a body built to blow up the JSON parser costs the server a bounded amount of memory."""
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from chatproject.body_limits import BodyLimitMiddleware, limit_for
+from tests.support.client import api_token
+
+BUDGET = 2_000_000
+
+
+class RecordingApp:
+    """An inner ASGI app that reads the whole body, as Django's handler does."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        self.aborted = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.aborted = True
+                return
+            self.body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def call(
+    path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]
+) -> tuple[RecordingApp, list]:
+    inner, sent = RecordingApp(), []
+    queue = [
+        {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
+    ]
+    taken = 0
+
+    async def receive() -> dict:
+        nonlocal taken
+        taken += 1
+        return queue.pop(0)
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": path, "method": "POST", "headers": headers}
+    await BodyLimitMiddleware(inner)(scope, receive, send)
+    return inner, sent
+
+
+def test_budgets_by_endpoint(settings):
+    settings.MAX_REQUEST_BODY_BYTES = 1000
+    settings.INTEGRATION_MAX_BODY_BYTES = 2000
+    settings.SEND_MAX_BODY_BYTES = 3000
+    assert limit_for("/api/threads/x/") == 1000
+    assert limit_for("/accounts/login/") == 1000
+    assert limit_for("/api/integrations/threads/x/messages/") == 2000
+    assert limit_for("/api/chat/send") == 3000
+    assert limit_for("/api/uploads/") > settings.MAX_IMAGE_BYTES
+
+
+async def test_a_declared_length_over_the_budget_is_refused_without_reading(settings):
+    settings.MAX_REQUEST_BODY_BYTES = 1000
+    inner, sent = await call("/api/threads/", [b"x" * 10], [(b"content-length", b"5000")])
+    assert inner.body == b"" and not inner.aborted  # the app never ran
+    assert sent[0]["status"] == 413
+    assert json.loads(sent[1]["body"]) == {
+        "detail": "The request body is over 1 KB, the limit of this endpoint."
+    }
+
+
+async def test_a_streamed_body_is_cut_off_at_the_budget(settings):
+    settings.MAX_REQUEST_BODY_BYTES = 1000
+    inner, sent = await call("/api/threads/", [b"x" * 600] * 5, [])
+    assert inner.aborted and len(inner.body) == 600
+    assert [m.get("status") for m in sent if m["type"] == "http.response.start"] == [413]
+
+
+async def test_a_body_within_the_budget_passes_untouched(settings):
+    settings.MAX_REQUEST_BODY_BYTES = 1000
+    inner, sent = await call("/api/threads/", [b"x" * 500, b"y" * 500], [(b"content-length", b"1000")])
+    assert inner.body == b"x" * 500 + b"y" * 500 and sent[0]["status"] == 200
+
+
+# --- against a real daphne ----------------------------------------------------------------------
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module")
+def limits_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+    return server_factory.start(
+        CHAT_APP="sessions_app.default_app",
+        ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-limits")),
+        SEND_MAX_BODY_BYTES=str(40_000_000),
+    )
+
+
+async def post(url: str, data: Any, token: str, **headers: str) -> tuple[int, Any]:
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Token {token}", **headers}) as http,
+        http.post(url, data=data) as response,
+    ):
+        return response.status, await response.json(content_type=None)
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_a_30_mb_body_of_empty_arrays_is_refused_and_the_memory_comes_back(limits_server, make_user):
+    """Before: 30 MB of ``[],`` took one process from 117 to 947 MB, and it stayed."""
+    token = await api_token(make_user())
+    body = b"[" + b"[]," * 10_000_000 + b"[]]"
+    pid = limits_server.process.pid
+    before = rss_kib(pid)
+    status, answer = await post(
+        f"{limits_server.url}/api/chat/send", body, token, **{"Content-Type": "application/json"}
+    )
+    assert status == 400 and "arrays and objects" in answer["detail"]
+    await asyncio.sleep(0.5)
+    growth_mib = (rss_kib(pid) - before) / 1024
+    assert growth_mib < 100, f"RSS grew {growth_mib:.0f} MiB"
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_a_100k_deep_body_is_a_json_400(limits_server, make_user):
+    token = await api_token(make_user())
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in ("/api/chat/send", f"/api/integrations/threads/{uuid.uuid4()}/messages/"):
+        status, answer = await post(
+            limits_server.url + path, deep, token, **{"Content-Type": "application/json"}
+        )
+        assert status == 400 and "arrays and objects" in answer["detail"], path
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_over_budget_bodies_are_413_declared_or_streamed(limits_server, make_user):
+    token = await api_token(make_user())
+    thread = f"{limits_server.url}/api/integrations/threads/{uuid.uuid4()}/messages/"
+    status, answer = await post(thread, b"x" * 1_500_000, token, **{"Content-Type": "application/json"})
+    assert status == 413 and answer["detail"].startswith("The request body is over 1.0 MB")
+
+    async def chunks():  # no Content-Length: the cap counts the bytes as they arrive
+        for _ in range(30):
+            yield b"y" * 100_000
+
+    status, answer = await post(thread, chunks(), token, **{"Content-Type": "application/json"})
+    assert status == 413 and "limit of this endpoint" in answer["detail"]

@@ -1,0 +1,159 @@
+"""Upload budgets: a rate per user, a quota of bytes per user, a pixel limit read from the
+image header, and expiry of old uploads (``manage.py purge_uploads``)."""
+
+import io
+import struct
+import uuid
+import zlib
+from datetime import timedelta
+from io import StringIO
+
+import aiohttp
+import pytest
+from django.core.cache import cache
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.utils import timezone
+from PIL import Image
+from rest_framework.test import APIClient
+
+from media_app.dimensions import dimensions
+from media_app.models import Upload
+from tests.media_app.photos import b64, photo
+from tests.support.client import api_token
+
+pytestmark = pytest.mark.django_db
+
+
+def png_declaring(width: int, height: int) -> bytes:
+    """A PNG whose header declares ``width`` x ``height`` (a few bytes, however big it claims to be)."""
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + ihdr
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + chunk
+        + struct.pack(">I", zlib.crc32(chunk))
+        + b"\x00" * 64
+    )
+
+
+@pytest.fixture
+def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+    client = APIClient()
+    client.force_authenticate(user)
+    cache.delete(f"throttle_uploads_{user.pk}")
+    return client
+
+
+def upload(api: APIClient, data: bytes):  # type: ignore[no-untyped-def]
+    return api.post("/api/uploads/", {"file": SimpleUploadedFile("p.png", data)}, format="multipart")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "options", "content_type"),
+    [
+        ("PNG", {}, "image/png"),
+        ("JPEG", {}, "image/jpeg"),
+        ("JPEG", {"progressive": True}, "image/jpeg"),
+        ("GIF", {}, "image/gif"),
+        ("WEBP", {}, "image/webp"),
+        ("WEBP", {"lossless": True}, "image/webp"),
+    ],
+)
+def test_the_header_reader_agrees_with_pillow_on_real_images(fmt, options, content_type):
+    for size in ((1, 1), (317, 89), (1024, 768)):
+        out = io.BytesIO()
+        Image.new("RGB", size, (200, 30, 90)).save(out, fmt, **options)
+        assert dimensions(out.getvalue(), content_type) == size
+
+
+def test_a_jpeg_with_exif_before_its_frame_header(tmp_path):
+    out = io.BytesIO()
+    exif = Image.Exif()
+    exif[0x010E] = "x" * 5000  # ImageDescription: a long APP1 segment
+    Image.new("RGB", (640, 480)).save(out, "JPEG", exif=exif)
+    assert dimensions(out.getvalue(), "image/jpeg") == (640, 480)
+
+
+def test_a_50000_by_50000_png_is_refused_by_upload_and_by_send(api):
+    bomb = png_declaring(50_000, 50_000)
+    response = upload(api, bomb)
+    assert response.status_code == 400
+    assert response.json() == {
+        "file": ["The image is 50000 x 50000 pixels; the limit is 50,000,000 pixels in all."]
+    }
+    send = api.post(
+        "/api/chat/send",
+        {"messageId": str(uuid.uuid4()), "message": "look", "images": [{"data": b64(bomb)}]},
+        format="json",
+    )
+    assert send.status_code == 400 and "50000 x 50000 pixels" in str(send.json())
+    assert upload(api, png_declaring(5000, 5000)).status_code == 201
+    assert Upload.objects.count() == 1
+
+
+def test_a_header_without_a_size_is_refused(api):
+    response = upload(api, b"\x89PNG\r\n\x1a\n" + b"\x00" * 200)
+    assert response.status_code == 400
+    assert response.json() == {"file": ["The image's width and height could not be read from its header."]}
+
+
+def test_uploads_are_throttled_per_user(api, user, other_user, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"uploads": "3/min"}}
+    statuses = [upload(api, photo("image/png", 2_000)).status_code for _ in range(4)]
+    assert statuses == [201, 201, 201, 429]
+    other = APIClient()
+    other.force_authenticate(other_user)
+    cache.delete(f"throttle_uploads_{other_user.pk}")
+    assert upload(other, photo("image/png", 2_000)).status_code == 201
+
+
+def test_the_quota_counts_what_a_user_keeps(api, user, other_user, settings):
+    settings.UPLOAD_QUOTA_BYTES = 25_000
+    assert upload(api, photo("image/png", 10_000)).status_code == 201
+    assert upload(api, photo("image/png", 10_000)).status_code == 201
+    refused = upload(api, photo("image/png", 10_000))
+    assert refused.status_code == 400
+    assert refused.json()["file"][0].startswith("Your uploads already take 20 KB of your 25 KB quota")
+    other = APIClient()
+    other.force_authenticate(other_user)
+    assert upload(other, photo("image/png", 10_000)).status_code == 201  # per user
+    Upload.objects.filter(owner=user).update(created_at=timezone.now() - timedelta(hours=30))
+    call_command("purge_uploads", stdout=StringIO())
+    assert upload(api, photo("image/png", 10_000)).status_code == 201  # room again
+
+
+def test_purge_uploads_deletes_the_old_ones_only(api, user, settings):
+    settings.UPLOAD_EXPIRY_HOURS = 24
+    ids = [upload(api, photo("image/png", 1_000)).json()["id"] for _ in range(3)]
+    Upload.objects.filter(pk=ids[0]).update(created_at=timezone.now() - timedelta(hours=25))
+    Upload.objects.filter(pk=ids[1]).update(created_at=timezone.now() - timedelta(hours=3))
+    out = StringIO()
+    call_command("purge_uploads", stdout=out)
+    assert out.getvalue() == "deleted 1 upload(s) older than 24 hours\n"
+    assert set(map(str, Upload.objects.values_list("pk", flat=True))) == {ids[1], ids[2]}
+    call_command("purge_uploads", "--hours", "2", stdout=out)
+    assert set(map(str, Upload.objects.values_list("pk", flat=True))) == {ids[2]}
+
+
+# --- against a real daphne ----------------------------------------------------------------------
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_a_burst_of_uploads_is_throttled_and_a_pixel_bomb_refused(server, make_user):
+    """Before: 40 x 1 MB uploads in 0.9 s, no limit; a PNG declaring 50000 x 50000 accepted."""
+    token = await api_token(make_user())
+
+    async def send(data: bytes) -> tuple[int, dict]:
+        form = aiohttp.FormData()
+        form.add_field("file", data, filename="p.png", content_type="image/png")
+        async with http.post(f"{server.url}/api/uploads/", data=form) as response:
+            return response.status, await response.json()
+
+    async with aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http:
+        bomb_status, bomb = await send(png_declaring(50_000, 50_000))
+        assert bomb_status == 400 and "50000 x 50000 pixels" in bomb["file"][0]
+        statuses = [(await send(photo("image/png", 1_000_000)))[0] for _ in range(40)]
+    assert statuses.count(201) == 29 and set(statuses[29:]) == {429}  # 30/min, the bomb counted

@@ -1,0 +1,92 @@
+"""JSON request bodies with a bounded size and shape.
+
+Python's ``json`` builds every array and object it reads, so a few megabytes of ``[],`` become
+gigabytes of lists, and a deeply nested body overflows the parser's recursion (an HTML 500).
+Before anything is parsed, the body's skeleton (the text outside strings) is measured: at
+most ``JSON_MAX_CONTAINERS`` arrays and objects, nested at most ``JSON_MAX_DEPTH`` deep. Both
+counts come from ``bytes.count`` and one regular expression, which run in C and allocate at
+most one copy of the body; a refusal is DRF's JSON 400.
+
+This is the API's default JSON parser (``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``); an
+endpoint with a bigger body budget subclasses it (``media_app.parsers.PhotoJSONParser``). The
+ASGI layer (``chatproject.body_limits``) has already refused bodies over the endpoint's size
+budget before this reads them; the cap here also holds for in-process callers.
+"""
+
+import json
+import re
+from typing import Any
+
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.settings import api_settings
+from rest_framework.utils import json as drf_json
+
+# A JSON string, escapes included: the unrolled form runs in one tight loop per character class.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_A_BRACKET = re.compile(rb"[^\[\]{}]")
+
+
+def max_depth() -> int:
+    return int(settings.JSON_MAX_DEPTH)
+
+
+def max_containers() -> int:
+    return int(settings.JSON_MAX_CONTAINERS)
+
+
+def check_shape(raw: bytes) -> None:
+    """Raise ``ParseError`` when ``raw`` holds too many arrays and objects, or nests too deep."""
+    limit_depth, limit_containers = max_depth(), max_containers()
+    # Brackets inside strings count too here: an upper bound, enough for nearly every body.
+    if raw.count(b"[") + raw.count(b"{") <= limit_depth:
+        return
+    skeleton = _STRING.sub(b"", raw)
+    containers = skeleton.count(b"[") + skeleton.count(b"{")
+    if containers > limit_containers:
+        raise ParseError(f"The JSON body holds more than {limit_containers} arrays and objects.")
+    if containers <= limit_depth:
+        return
+    brackets = _NOT_A_BRACKET.sub(b"", skeleton)
+    if len(brackets) > 2 * containers + 2:
+        raise ParseError("JSON parse error - unbalanced brackets.")
+    depth = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        if depth > limit_depth:
+            raise ParseError(f"The JSON body is nested deeper than {limit_depth} levels.")
+
+
+def load_bounded(raw: bytes, encoding: str = "utf-8") -> Any:
+    """``raw`` parsed as JSON once its shape passed ``check_shape``; a ``ParseError`` otherwise."""
+    check_shape(raw)
+    parse_constant = drf_json.strict_constant if api_settings.STRICT_JSON else None
+    try:
+        return json.loads(raw.decode(encoding), parse_constant=parse_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"JSON parse error - {exc}") from None
+
+
+class BoundedJSONParser(BaseParser):
+    """``application/json`` read from the stream up to ``max_body_bytes()``, shape-checked,
+    then parsed. (Not a ``JSONParser`` subclass on purpose: DRF hands those ``request.body``,
+    capped by Django's form limit instead of this endpoint's.)"""
+
+    media_type = "application/json"
+    renderer_class = JSONRenderer
+
+    def max_body_bytes(self) -> int:
+        return int(settings.MAX_REQUEST_BODY_BYTES)
+
+    def too_big(self, limit: int) -> str:
+        return f"The request body is over {limit} bytes, the limit of this endpoint."
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        limit = self.max_body_bytes()
+        raw = stream.read(limit + 1) if stream is not None else b""
+        if len(raw) > limit:
+            raise ParseError(self.too_big(limit))
+        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        return load_bounded(raw, encoding)
