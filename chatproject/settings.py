@@ -123,7 +123,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis, with one receiver per process that survives Redis outages
+            # (sessions_app.channel_layer explains why).
+            "BACKEND": "sessions_app.channel_layer.ResilientRedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 raises MaxConnectionsError past the pool size instead of
                 # waiting, so a burst of disconnects would fail its group_discard calls.

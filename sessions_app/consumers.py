@@ -9,6 +9,7 @@ from sessions_app import lifecycle
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
+from sessions_app.processes import heartbeat
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
 from sessions_app.thread_bus import thread_group
 
@@ -18,6 +19,9 @@ logger = logging.getLogger(__name__)
 class ChatConsumer(SocketIOConsumer):
     live: LiveSession | None = None
     thread_group: str | None = None  # the bus of the thread this socket shows
+
+    def accepting_connections(self) -> bool:
+        return not heartbeat.draining
 
     async def socketio_connect(self, auth: dict[str, Any]) -> None:
         if "token_user" in self.scope:

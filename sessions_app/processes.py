@@ -58,6 +58,8 @@ class ProcessHeartbeat:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self.address = ""
+        # Set by a graceful shutdown: this process turns new sockets away.
+        self.draining = False
 
     def register(self, address: str) -> None:
         """Write this process's row now (before it claims anything), then ``start``."""

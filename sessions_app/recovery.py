@@ -44,7 +44,8 @@ BATCH = 200
 
 def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
     """``(box, thread, author)`` of chat sends this process should look after: pending for a
-    moment, or transcribed with no outcome, in boxes owned by this process or by nobody live."""
+    moment, or transcribed with no outcome, in boxes owned by this process or by a process
+    that is gone."""
     open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=timezone.now() - HAND_OVER_GRACE) | Q(
         state=AcceptedMessage.State.TRANSCRIBED, outcome=""
     )
@@ -52,7 +53,12 @@ def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
         AcceptedMessage.objects.filter(
             open_sends, source=AcceptedMessage.Source.CHAT, thread__deleted_at=None
         )
-        .filter(Q(box__runtime_owner=me) | ~Q(box__runtime_owner__in=live_addresses()))
+        # Boxes no process ever ran are nobody's business here (their sends are handed over
+        # as they are accepted); boxes whose owner died or stopped are.
+        .filter(
+            Q(box__runtime_owner=me)
+            | (~Q(box__runtime_owner="") & ~Q(box__runtime_owner__in=live_addresses()))
+        )
         .values_list("box_id", "thread_id", "author__username")
         .order_by()
         .distinct()[:BATCH]

@@ -7,12 +7,14 @@ Under daphne, Tether installs its own SIGTERM handler once the reactor runs; it:
 1. marks the process draining (no new box or send is given to it) and pauses recovery;
 2. stops starting turns: each ChatSession drains (its queue stays pending in the database),
    hooks-API sends still waiting for their turn are released for another process;
-3. waits up to ``SHUTDOWN_GRACE`` seconds for running turns to finish; a turn still running
+3. runs every socket's disconnect (the user session is saved, the session marked
+   disconnected) and closes the sockets, so clients reconnect elsewhere at once (new
+   sockets are refused from now on); what the running turns still emit reaches them there
+   through the channel layer;
+4. waits up to ``SHUTDOWN_GRACE`` seconds for running turns to finish; a turn still running
    then ends with an error step (what was streamed of it is kept);
-4. releases the boxes it owns and the sends it holds;
-5. runs every socket's disconnect (the user session is saved, the session marked
-   disconnected) and closes the sockets, so clients reconnect elsewhere at once;
-6. deletes its liveness row and stops the reactor.
+5. releases the boxes it owns and the sends it holds, deletes its liveness row and stops
+   the reactor.
 
 A second SIGTERM stops at once.
 """
@@ -57,6 +59,7 @@ def _busy() -> bool:
 async def shut_down(grace: float) -> None:
     """Drain this process (see the module docstring); safe to call once."""
     me = mailbox.address
+    heartbeat.draining = True  # new sockets are turned away from now on
     recovery_loop.paused = True
     if me:
         await database_sync_to_async(heartbeat.set_draining)()
@@ -68,13 +71,23 @@ async def shut_down(grace: float) -> None:
     if me:
         await database_sync_to_async(_release_sends)(me)
 
+    # Sockets first: their clients reconnect to another process at once and keep receiving
+    # what the turns still running here emit, through the channel layer.
+    logger.info("shutdown: closing %d sockets", len(local_sockets))
+    for socket in local_sockets.all():
+        try:
+            await socket.go_away()
+        except Exception:
+            logger.exception("closing a socket at shutdown failed")
+
     loop = asyncio.get_running_loop()
     deadline = loop.time() + grace
     while _busy() and loop.time() < deadline:  # noqa: ASYNC110 - turns of both kinds, no one event
         await asyncio.sleep(POLL)
-    in_time = not _busy()
-    if not in_time:
+    if _busy():
         logger.warning("shutdown grace of %ss ran out; ending the turns still running", grace)
+    else:
+        logger.info("shutdown: running turns finished")
     for session in chat_sessions:
         await session.finish_draining(in_time=not session.is_busy())
     for live in live_sessions.all():
@@ -86,17 +99,12 @@ async def shut_down(grace: float) -> None:
         for thread_session in list(pool.thread_sessions.values()):
             await thread_session.stop()
 
+    logger.info("shutdown: releasing claims")
     if me:
         await database_sync_to_async(release_all)(me)
         await database_sync_to_async(_release_sends)(me)
-    known_owners.clear()
-    for socket in local_sockets.all():
-        try:
-            await socket.go_away()
-        except Exception:
-            logger.exception("closing a socket at shutdown failed")
-    if me:
         await database_sync_to_async(heartbeat.unregister)()
+    known_owners.clear()
     logger.info("shutdown complete")
 
 

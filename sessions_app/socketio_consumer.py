@@ -50,6 +50,9 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             # Engine.IO 3 clients and polling are not served; refuse the handshake.
             await self.close()
             return
+        if not self.accepting_connections():
+            await self.close()  # refused at the handshake: the client retries elsewhere
+            return
         self.eio_sid = secrets.token_urlsafe(15)
         self.sio_sid: str | None = None
         self.closed = False
@@ -242,6 +245,10 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             pass
 
     # --- for subclasses ----------------------------------------------------------------------
+
+    def accepting_connections(self) -> bool:
+        """False while the server shuts down: the handshake is refused."""
+        return True
 
     async def socketio_connect(self, auth: dict[str, Any]) -> None:
         """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it."""

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses
-from threads_app.models import Box
+from threads_app.models import AcceptedMessage, Box
 
 # How long this process trusts what it last learned about a box's owner.
 KNOWN_OWNER_TTL = 2.0
@@ -36,8 +36,18 @@ def claim_box(box_id: uuid.UUID, me: str) -> str:
 
 
 def release_all(me: str) -> int:
-    """Give up every box this process owns (a graceful shutdown)."""
-    return Box.objects.filter(runtime_owner=me).update(runtime_owner="", runtime_heartbeat=None)
+    """Give up every box this process owns (a graceful shutdown). A box with sends still open
+    keeps this process's address: once its liveness row is gone that claim is dead, which is
+    what tells the recovery loop of a live process to take the box and its sends over."""
+    open_sends = AcceptedMessage.objects.filter(
+        Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome=""),
+        source=AcceptedMessage.Source.CHAT,
+    ).values("box_id")
+    return (
+        Box.objects.filter(runtime_owner=me)
+        .exclude(pk__in=open_sends)
+        .update(runtime_owner="", runtime_heartbeat=None)
+    )
 
 
 class KnownOwners:

@@ -4,6 +4,7 @@ One JSON line per call (``{"hook", "session", "pid", ...}``), appended with O_AP
 server processes can share the file. Messages drive it:
 
 - ``sleep N``: sleep N seconds (stoppable), then say "slept";
+- ``stream N`` / ``slowstream N S``: stream N tokens ``t0 t1 ...`` (with S seconds before each);
 - ``set KEY VALUE`` / ``get KEY``: the user session;
 - ``ctx``: reply with the chat context's length and ids;
 - anything else: "echo: <text>".
@@ -56,6 +57,12 @@ async def message(msg: chat.Message) -> None:
     elif words and words[0] == "stream":
         reply = chat.Message()
         for i in range(int(words[1])):
+            await reply.stream_token(f"t{i} ")
+        await reply.send()
+    elif words and words[0] == "slowstream":  # slowstream N SECONDS: N tokens, a pause before each
+        reply = chat.Message()
+        for i in range(int(words[1])):
+            await asyncio.sleep(float(words[2]))
             await reply.stream_token(f"t{i} ")
         await reply.send()
     else:
