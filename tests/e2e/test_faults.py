@@ -21,7 +21,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import ServerProcess, SocketSession
-from tests.support.client import ChatClient
+from tests.support.client import ChatClient, login_cookie
 from tests.support.cluster import (
     all_settled,
     assert_each_send_transcribed_once,
@@ -93,8 +93,9 @@ async def test_a_reply_survives_its_socket(cluster, make_user, how):
     client = await started(cluster, user)
     thread_id = await first_thread(cluster, client)
     watcher = None
-    if cluster.kind == "engine":  # a second tab on the thread sees the whole reply
-        watcher = await cluster.client(user)
+    if cluster.kind == "engine":  # a second tab on the thread, on the other process, sees it all
+        watcher = ChatClient(cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password))
+        cluster.clients.append(watcher)
         await watcher.start(thread_id=thread_id)
         await watcher.wait_event("resume_thread")
     answer = await client.send(cluster.slow_message(40))
