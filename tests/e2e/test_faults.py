@@ -94,7 +94,9 @@ async def test_a_reply_survives_its_socket(cluster, make_user, how):
     thread_id = await first_thread(cluster, client)
     watcher = None
     if cluster.kind == "engine":  # a second tab on the thread, on the other process, sees it all
-        watcher = ChatClient(cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password))
+        watcher = ChatClient(
+            cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password)
+        )
         cluster.clients.append(watcher)
         await watcher.start(thread_id=thread_id)
         await watcher.wait_event("resume_thread")
@@ -344,3 +346,66 @@ def _ended_sync(session_id: str) -> bool:
 
 async def _ended(session_id: str) -> bool:
     return await _ended_sync(session_id)
+
+
+# --- a connected socket while others come and go ---------------------------------------------------
+
+
+async def _churn(cluster, users, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
+    """Sockets of other users connect to B and leave, as fast as they can, until ``stop``."""
+    rounds = 0
+    clients = [
+        ChatClient(cluster.b.url, await login_cookie(cluster.b.url, u.username, u.raw_password))
+        for u in users
+    ]
+    while not stop.is_set():
+        await asyncio.gather(*(c.start() for c in clients))
+        await asyncio.gather(*(c.disconnect() for c in clients))
+        for c in clients:
+            c.session_id = str(uuid.uuid4())
+        rounds += 1
+    return rounds
+
+
+async def test_a_stream_across_processes_loses_nothing_while_other_sockets_churn(cluster, make_user):
+    """The reply runs on A; the socket that shows it is on B, where 8 other sockets connect
+    and leave all the time. Every token arrives once, in order, and the final message too."""
+    user = make_user()
+    others = [make_user() for _ in range(8)]
+    client = await started(cluster, user)  # through the proxy, to A: A runs the box / the hooks
+    thread_id = await first_thread(cluster, client)
+    if cluster.kind == "engine":
+        viewer = ChatClient(
+            cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password)
+        )
+        cluster.clients.append(viewer)
+        await viewer.start(thread_id=thread_id)
+        await viewer.wait_event("resume_thread")
+        text = "!slow 0.01\n" + " ".join(f"w{i}" for i in range(400))
+    else:
+        viewer = client  # the session moves to B mid-turn; the hook keeps running on A
+        text = "slowstream 400 0.01"
+    stop = asyncio.Event()
+    churn = asyncio.create_task(_churn(cluster, others, stop))
+    await client.send(text)
+    if cluster.kind == "hooks":
+        await client.wait_for(lambda c: streamed(c) >= 5, timeout=10)
+        cluster.route_to(cluster.b)
+        client.events.clear()
+        await reconnect(client)
+    await wait_until_async(lambda: all_settled(thread_id), timeout=40)
+    stop.set()
+    rounds = await churn
+    record = await thread_record(thread_id)
+    final = record["replies"][-1]
+    await viewer.wait_for(lambda c: final in [m["output"] for m in c.named("update_message")], timeout=10)
+    tokens = [t["token"] for t in viewer.named("stream_token")]
+    received = "".join(tokens)
+    if cluster.kind == "engine":
+        assert received == final  # no gap, no duplicate, in order
+    else:  # after the move: one unbroken run up to the end
+        assert received and final.endswith(received), (received[:80], final[-80:])
+        numbers = [int(t.strip()[1:]) for t in tokens]
+        assert numbers == list(range(numbers[0], 400))
+    assert rounds >= 3
+    await cluster.close()
