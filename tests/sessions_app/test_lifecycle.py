@@ -285,3 +285,23 @@ async def test_chat_settings_change_is_kept_in_the_user_session(server, make_use
     bad = await client.call("chat_settings_change", ["not", "an", "object"])
     assert "error" in bad
     await client.disconnect()
+
+
+async def test_a_reconnect_right_after_task_end_hears_task_end(server, make_user):
+    """The turn claim is released before task_end goes out, so a client that reconnects as
+    soon as it heard task_end is never told a turn is still running (and left waiting for a
+    task_end that never comes)."""
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_text("greeting")
+    for i in range(8):
+        client.events.clear()
+        await client.send(f"turn {i}")
+        await client.wait_event("task_end")
+        await client.disconnect()
+        client.events.clear()
+        await client.start()
+        await client.wait_for(lambda c: c.named("task_start") or c.named("task_end"))
+        first = next(name for name, _ in client.events if name in ("task_start", "task_end"))
+        assert first == "task_end", f"reconnect {i} was told a turn is running"
+    await client.disconnect()
