@@ -62,7 +62,7 @@ def build_thread(steps: int, photos: int, photo_bytes: int) -> tuple[uuid.UUID, 
     from django.utils import timezone
 
     from threads_app.models import Step, Thread
-    from threads_app.selectors import default_box_for
+    from threads_app.services import default_box_for
 
     user, _token = common.bench_user(USER)
     Thread.objects.filter(owner=user).delete()

@@ -147,7 +147,7 @@ def make_thread(user: Any, box: Any, steps: int, rng: random.Random) -> uuid.UUI
 
 
 def prepare_fixtures(reconnect_sizes: list[int], resume_sizes: list[int]) -> Fixtures:
-    from threads_app.selectors import default_box_for
+    from threads_app.services import default_box_for
 
     remove_bench_data()
     user, token = common.bench_user(BENCH_USER)

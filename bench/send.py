@@ -129,9 +129,10 @@ def db_work_per_send(reps: int) -> list[Work]:
     from django.db import connection, connections
     from django.test.utils import CaptureQueriesContext
 
-    from sessions_app.runtime import bridge, ownership, transcript
+    from sessions_app.runtime import ownership, transcript
     from sessions_app.runtime.engines.base import UserTurn
     from threads_app.models import Thread
+    from threads_app.selectors import box_of_thread
     from threads_app.services import accept_message, ensure_thread, record_queued
 
     user = get_user_model().objects.create(username=PROBE_USER)
@@ -143,9 +144,9 @@ def db_work_per_send(reps: int) -> list[Work]:
             message_id = uuid.uuid4()
             Thread.objects.get(pk=thread.pk)  # client_message's Thread.objects.aget
             accept_message(message_id=message_id, thread=thread, author=user, text=TEXT)
-            box = bridge._box_of.func(thread.pk)  # accept_and_submit
-            ownership._claim.func(box.id, me)  # _at_owner -> owner_of
-            bridge._box_of.func(thread.pk)  # _submit_here
+            box = box_of_thread(thread.pk)  # accept_and_submit
+            ownership.claim_box(box.id, me)  # at_owner -> owner_of
+            box_of_thread(thread.pk)  # submit_here
             record_queued(message_id, False)
             return message_id
 

@@ -96,7 +96,7 @@ def api_token(env: dict[str, str], *, coalesce: bool = True) -> str:
     common.setup_django(env)
     from django.db import connections
 
-    from threads_app.selectors import default_box_for
+    from threads_app.services import default_box_for
 
     user, token = common.bench_user(BENCH_USER)
     box = default_box_for(user)

@@ -6,8 +6,6 @@ from django.views.defaults import page_not_found
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatproject import views
-from sessions_app.api import SendView
-from sessions_app.integrations import IntegrationMessageView
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,12 +17,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("threads_app.urls")),
     path("", include("media_app.urls")),
-    path("api/chat/send", SendView.as_view(), name="chat-send"),
-    path(
-        "api/integrations/threads/<uuid:thread_id>/messages/",
-        IntegrationMessageView.as_view(),
-        name="integration-thread-message",
-    ),
+    path("", include("sessions_app.urls")),
 ]
 
 

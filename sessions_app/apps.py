@@ -6,5 +6,8 @@ class SessionsAppConfig(AppConfig):
     verbose_name = "Chat sessions"
 
     def ready(self) -> None:
-        # The process-wide loops start with the process's mailbox (its first socket or send).
-        from sessions_app import lifecycle, recovery  # noqa: F401
+        # The process's in-memory state, wired once (``sessions_app.state``); its loops start
+        # with the process's mailbox (its first socket or send).
+        from sessions_app.state import process_state
+
+        process_state.install()

@@ -47,6 +47,10 @@ class LocalSockets:
         with self._lock:
             return self._sockets.get(session_id)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._sockets.clear()
+
     def session_ids(self) -> list[uuid.UUID]:
         with self._lock:
             return list(self._sockets)

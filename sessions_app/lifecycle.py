@@ -28,12 +28,12 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import hook_sends, store
+from sessions_app import hook_sends, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession, live_sessions
 from sessions_app.mailbox import mailbox
-from sessions_app.runtime import bridge
+from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
 from threads_app.models import Thread
@@ -80,7 +80,7 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
     if not isinstance(profile, str):
         raise Refused("chatProfile must be a string")
     try:
-        opened = await database_sync_to_async(store.open_session)(
+        opened = await database_sync_to_async(records.open_session)(
             session_id,
             user,
             channel=channel,
@@ -93,7 +93,7 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
                 "user_env": user_env,
             },
         )
-    except store.SessionNotOwned:
+    except records.SessionNotOwned:
         raise Refused("authorization failed") from None
 
     record = opened.record
@@ -132,7 +132,7 @@ def _parse_user_env(raw: Any) -> dict[str, Any]:
 async def connection_successful(live: LiveSession) -> None:
     hooks = load_app()
     engine_busy = (
-        hooks.engine_runtime and live.has_first_interaction and await bridge.watch(live.id, live.thread_id)
+        hooks.engine_runtime and live.has_first_interaction and await chats.watch(live.id, live.thread_id)
     )
     running = engine_busy or live.current_task is not None or await turn_running(live.id)
     await live.emit("task_start" if running else "task_end", None)
@@ -144,7 +144,7 @@ async def connection_successful(live: LiveSession) -> None:
         return
 
     if live.thread_id_to_resume and hooks.on_chat_resume:
-        if not await database_sync_to_async(store.claim_flag)(live.id, "resumed"):
+        if not await database_sync_to_async(records.claim_flag)(live.id, "resumed"):
             return
         live.resumed = True
         if await _resume(live, live.thread_id_to_resume):
@@ -152,7 +152,7 @@ async def connection_successful(live: LiveSession) -> None:
         await live.emit("resume_thread_error", THREAD_NOT_FOUND)
         live.thread_id = uuid.uuid4()
         live.thread_id_to_resume = None
-        await database_sync_to_async(store.set_fields)(
+        await database_sync_to_async(records.set_fields)(
             live.id, thread_id=live.thread_id, thread_id_to_resume=None
         )
 
@@ -163,7 +163,7 @@ async def _start(live: LiveSession) -> None:
     hooks = load_app()
     if hooks.on_chat_start is None or live.chat_started:
         return
-    if await database_sync_to_async(store.claim_flag)(live.id, "chat_started"):
+    if await database_sync_to_async(records.claim_flag)(live.id, "chat_started"):
         live.chat_started = True
         live.run_hook(hooks.on_chat_start)
 
@@ -174,12 +174,12 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
         return False
     live.thread_id = thread_id
     live.has_first_interaction = True
-    await database_sync_to_async(store.set_fields)(live.id, has_first_interaction=True, thread_id=thread_id)
+    await database_sync_to_async(records.set_fields)(live.id, has_first_interaction=True, thread_id=thread_id)
     await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
     live.restore_from_metadata(thread.get("metadata") or {})
     live.load_context(thread["steps"])
     if load_app().engine_runtime:
-        await bridge.watch(live.id, thread_id)
+        await chats.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
     await live.emit("resume_thread", thread)
     live.run_hook(load_app().on_chat_resume, thread)
@@ -208,12 +208,12 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
     except thread_services.ThreadNotOwned:
         # The thread was deleted meanwhile: this chat continues in a new one.
         live.thread_id = uuid.uuid4()
-        await database_sync_to_async(store.set_fields)(live.id, thread_id=live.thread_id)
+        await database_sync_to_async(records.set_fields)(live.id, thread_id=live.thread_id)
         await database_sync_to_async(thread_services.ensure_thread)(live.user, live.thread_id, name=text)
-    won = await database_sync_to_async(store.claim_flag)(live.id, "has_first_interaction")
+    won = await database_sync_to_async(records.claim_flag)(live.id, "has_first_interaction")
     live.has_first_interaction = True
     if won:
-        for step in await database_sync_to_async(store.take_deferred_steps)(live.id):
+        for step in await database_sync_to_async(records.take_deferred_steps)(live.id):
             await live.save_message(Message.from_step(step))
         await live.emit("first_interaction", {"interaction": text, "thread_id": str(live.thread_id)})
 
@@ -239,7 +239,7 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     thread = await Thread.objects.aget(pk=live.thread_id)
     try:
         if hooks.engine_runtime:
-            return await bridge.accept_and_submit(
+            return await chats.accept_and_submit(
                 user=live.user,
                 thread=thread,
                 message_id=message_id,
@@ -296,7 +296,7 @@ async def stop(live: LiveSession) -> None:
     What was streamed of the reply is kept (marked interrupted); sends waiting behind it are
     dropped and reported as not sent."""
     if load_app().engine_runtime:
-        await bridge.stop(live.thread_id)
+        await chats.stop(live.thread_id)
     else:
         await hook_sends.drop_waiting(live, "stopped")
         await _cancel_turn(live)
@@ -335,7 +335,7 @@ async def disconnect(live: LiveSession, channel: str) -> None:
     """A transport drop: persist and keep the session for SESSION_TIMEOUT seconds."""
     if live.cleared:
         return
-    if not await database_sync_to_async(store.mark_disconnected)(live.id, channel):
+    if not await database_sync_to_async(records.mark_disconnected)(live.id, channel):
         return  # another socket already holds the session
     await live.persist()
     live.release_context()
@@ -347,18 +347,18 @@ async def disconnect(live: LiveSession, channel: str) -> None:
 
 async def clear_session(live: LiveSession) -> None:
     """The "New chat" button: end the session now."""
-    if await database_sync_to_async(store.claim_end)(live.id):
+    if await database_sync_to_async(records.claim_end)(live.id):
         await _end(live)
 
 
 async def expire(session_id: uuid.UUID) -> None:
     """End a session that stayed disconnected for SESSION_TIMEOUT seconds (claimed once)."""
     cutoff = timezone.now() - timedelta(seconds=settings.SESSION_TIMEOUT)
-    if not await database_sync_to_async(store.claim_end)(session_id, expired_before=cutoff):
+    if not await database_sync_to_async(records.claim_end)(session_id, expired_before=cutoff):
         return
     live = live_sessions.get(session_id)
     if live is None:
-        record = await database_sync_to_async(store.get_session)(session_id)
+        record = await database_sync_to_async(records.get_session)(session_id)
         if record is None:
             return
         user = await database_sync_to_async(lambda: record.user)()
@@ -375,11 +375,11 @@ async def _end(live: LiveSession) -> None:
     await live.persist()
     live.chat_context.clear()
     if hooks.engine_runtime and live.has_first_interaction:
-        await bridge.forget(live.id, live.thread_id)
+        await chats.forget(live.id, live.thread_id)
     if not hooks.engine_runtime:
         await hook_sends.fail_unanswered(live)
     live_sessions.remove(live)
-    await database_sync_to_async(store.delete_session)(live.id)
+    await database_sync_to_async(records.delete_session)(live.id)
 
 
 class ExpirySweeper:
@@ -392,14 +392,19 @@ class ExpirySweeper:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._sweep())
 
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
     async def _sweep(self) -> None:
         period = max(1.0, min(60.0, settings.SESSION_TIMEOUT / 2))
         while True:
             await asyncio.sleep(period)
             try:
                 # A socket whose process died is no socket: its session starts expiring now.
-                await database_sync_to_async(store.detach_dead_sockets)()
-                for session_id in await database_sync_to_async(store.expired_session_ids)(
+                await database_sync_to_async(records.detach_dead_sockets)()
+                for session_id in await database_sync_to_async(records.expired_session_ids)(
                     settings.SESSION_TIMEOUT
                 ):
                     await expire(session_id)
@@ -408,4 +413,3 @@ class ExpirySweeper:
 
 
 expiry_sweeper = ExpirySweeper()
-mailbox.on_start(lambda _address: expiry_sweeper.ensure_running())

@@ -19,7 +19,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from sessions_app import store
+from sessions_app import records
 from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
 from sessions_app.chat.message import Message
 from sessions_app.emitter import emit_to_session
@@ -144,7 +144,7 @@ class LiveSession:
         self.chat_context.add(message)
 
     def _write_step(self, step: dict[str, Any]) -> int | None:
-        if not self.has_first_interaction and store.defer_step(self.id, step):
+        if not self.has_first_interaction and records.defer_step(self.id, step):
             return None
         written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
         return written.seq
@@ -205,7 +205,7 @@ class LiveSession:
     async def persist(self) -> None:
         """Save the persistable user session to the record and (once it exists) the thread."""
         async with self._save_lock:
-            await database_sync_to_async(store.save_user_session)(
+            await database_sync_to_async(records.save_user_session)(
                 self.id,
                 thread_id=self.thread_id if self.has_first_interaction else None,
                 persistable=self.to_persistable(),
@@ -340,6 +340,10 @@ class LiveSessions:
     def put(self, session: LiveSession) -> None:
         with self._lock:
             self._sessions[session.id] = session
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sessions.clear()
 
     def all(self) -> list[LiveSession]:
         with self._lock:

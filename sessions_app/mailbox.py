@@ -67,6 +67,14 @@ class Mailbox:
                 callback(name)
         return await ready
 
+    def reset(self) -> None:
+        """Forget the channel and what awaits answers (tests); handlers stay registered."""
+        with self._lock:
+            self._loop, self._ready = None, None
+            self._waiting.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
     def on_start(self, callback: Callable[[str], None]) -> None:
         """Call ``callback(address)`` when the mailbox starts (in the event loop): the
         process-wide loops (recovery, expiry) start with it."""

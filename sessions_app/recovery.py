@@ -8,7 +8,7 @@ such rows among the work it can take:
 - engine-runtime apps: chat sends of boxes this process owns, or whose owner is dead (the box
   is then claimed), that are pending and not held by the thread's ChatSession, or whose turn
   began and never ended; the thread's session re-queues the first and closes the second with
-  a visible error (``bridge.recover_thread``);
+  a visible error (``chats.recover_thread``);
 - hooks-API apps: sends of the sessions whose socket this process holds, whose holder died
   (``hook_sends.recover``).
 
@@ -31,7 +31,7 @@ from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses
-from sessions_app.runtime import bridge
+from sessions_app.runtime import chats
 from sessions_app.runtime.ownership import owner_of
 from threads_app.models import AcceptedMessage
 
@@ -74,7 +74,7 @@ async def recover_once() -> int:
         for box_id, thread_id, author in await database_sync_to_async(orphaned_chat_threads)(me):
             _owner, mine = await owner_of(box_id, fresh=True)
             if mine:
-                await bridge.recover_thread(box_id, thread_id, author)
+                await chats.recover_thread(box_id, thread_id, author)
                 done += 1
         return done
     here = [live for live in (live_sessions.get(i) for i in local_sockets.session_ids()) if live is not None]
@@ -107,7 +107,7 @@ class RecoveryLoop:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+            self._task = None
 
 
 recovery_loop = RecoveryLoop()
-mailbox.on_start(recovery_loop.start)

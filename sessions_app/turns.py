@@ -81,6 +81,10 @@ class StopHandlers:
         with self._lock:
             self._handlers.pop(session_id, None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._handlers.clear()
+
     async def __call__(self, message: dict[str, Any]) -> bool:
         with self._lock:
             handler = self._handlers.get(uuid.UUID(message["session"]))
@@ -91,7 +95,6 @@ class StopHandlers:
 
 
 stop_handlers = StopHandlers()
-mailbox.register("turn.stop", stop_handlers)
 
 
 class TurnClaim:

@@ -68,10 +68,10 @@ def owned_thread_dict(user: AbstractBaseUser, thread_id: uuid.UUID) -> dict[str,
     return thread_to_dict(thread, step_dicts(thread.pk))
 
 
-def default_box_for(user: AbstractBaseUser) -> Box:
-    """The user's workspace, created on first use."""
-    box, _ = Box.objects.get_or_create(owner=user, name="default")
-    return box
+def box_of_thread(thread_id: uuid.UUID) -> Box | None:
+    """The box a thread belongs to, or None for an unknown thread."""
+    thread = Thread.objects.select_related("box").filter(pk=thread_id).first()
+    return thread.box if thread is not None else None
 
 
 # --- API reads ------------------------------------------------------------------------

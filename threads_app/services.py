@@ -11,10 +11,15 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from threads_app.models import AcceptedMessage, Step, Thread
-from threads_app.selectors import default_box_for
+from threads_app.models import AcceptedMessage, Box, Step, Thread
 
 THREAD_NAME_MAX = 255
+
+
+def default_box_for(user: AbstractBaseUser) -> Box:
+    """The user's workspace, created on first use."""
+    box, _ = Box.objects.get_or_create(owner=user, name="default")
+    return box
 
 
 class ThreadNotOwned(Exception):

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from sessions_app import store
+from sessions_app import records
 from sessions_app.chat.context import (
     SYSTEM_KEYS,
     ChatContext,
@@ -113,7 +113,7 @@ def make_live(user) -> Iterator[Any]:  # type: ignore[no-untyped-def]
             "user_env": {"API_KEY": "secret"},
         }
         defaults.update(new_fields)
-        record = store.open_session(uuid.uuid4(), user, channel="chan.test", new_fields=defaults).record
+        record = records.open_session(uuid.uuid4(), user, channel="chan.test", new_fields=defaults).record
         live = LiveSession(record, user)
         made.append(live)
         return live
@@ -177,8 +177,8 @@ def test_chat_context_accessor_reads_the_current_session(active):
 
 def test_a_record_with_system_keys_in_its_user_session_does_not_leak_them(user, make_live):
     live = make_live()
-    store.set_fields(live.id, user_session={"env": {"x": 1}, "id": "forged", "color": "green"})
-    record = store.get_session(live.id)
+    records.set_fields(live.id, user_session={"env": {"x": 1}, "id": "forged", "color": "green"})
+    record = records.get_session(live.id)
     assert record is not None
     rebuilt = LiveSession(record, user)
     try:
@@ -258,7 +258,7 @@ def test_persisted_user_session_saves_and_restores(user, make_live, settings):
     live = make_live(thread_id=thread.pk)
     live.user_session.update({"color": "blue", "bad": NotJson(), "ratio": float("inf")})
 
-    store.save_user_session(
+    records.save_user_session(
         live.id,
         thread_id=thread.pk,
         persistable=live.to_persistable(),

@@ -22,7 +22,7 @@ from sessions_app import webhooks
 from tests.support.client import api_token, login_cookie
 from tests.support.server import free_port, uses_shared_services
 from threads_app.models import AcceptedMessage, Box, Step, Thread
-from threads_app.selectors import default_box_for
+from threads_app.services import default_box_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

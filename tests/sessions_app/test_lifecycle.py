@@ -31,8 +31,7 @@ def step_count(**filters) -> int:  # type: ignore[no-untyped-def]
 
 @sync_to_async
 def make_thread_with_history(user, messages: int) -> Thread:  # type: ignore[no-untyped-def]
-    from threads_app.selectors import default_box_for
-    from threads_app.services import upsert_step
+    from threads_app.services import default_box_for, upsert_step
 
     thread = Thread.objects.create(
         owner=user, box=default_box_for(user), name="old chat", metadata={"color": "blue"}
@@ -294,10 +293,12 @@ async def test_a_reconnect_right_after_task_end_hears_task_end(server, make_user
     client = await signed_in(server, make_user())
     await client.start()
     await client.wait_text("greeting")
+    await client.wait_event("task_end", count=2)  # connection_successful's, then the greeting's
     for i in range(8):
         client.events.clear()
         await client.send(f"turn {i}")
-        await client.wait_event("task_end")
+        await client.wait_event("task_end")  # this turn's
+        assert f"echo: turn {i}" in client.texts()
         await client.disconnect()
         client.events.clear()
         await client.start()

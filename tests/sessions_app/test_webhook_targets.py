@@ -19,7 +19,7 @@ from asgiref.sync import sync_to_async
 from sessions_app import webhook_targets, webhooks
 from tests.support.client import api_token
 from threads_app.models import Box
-from threads_app.selectors import default_box_for
+from threads_app.services import default_box_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

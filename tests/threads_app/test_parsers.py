@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from threads_app.models import Thread
 from threads_app.parsers import check_shape, load_bounded
-from threads_app.selectors import default_box_for
+from threads_app.services import default_box_for
 
 pytestmark = pytest.mark.django_db
 

@@ -7,10 +7,10 @@ import pytest
 
 from tests.support.concurrency import run_in_threads
 from threads_app.models import Box, Step, Thread
-from threads_app.selectors import default_box_for
 from threads_app.services import (
     THREAD_NAME_MAX,
     ThreadNotOwned,
+    default_box_for,
     delete_step,
     ensure_thread,
     save_thread_session,

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from sessions_app import tokens
-from threads_app.selectors import default_box_for
+from threads_app.services import default_box_for
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.runtime.engines.echo import EchoEngine
 from threads_app.models import AcceptedMessage, Step, Thread
-from threads_app.selectors import default_box_for
+from threads_app.services import default_box_for
 
 
 class Sink:

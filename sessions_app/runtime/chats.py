@@ -1,10 +1,11 @@
-"""Where the socket lifecycle meets the engine runtime (apps that ``use_engine_runtime()``).
+"""Interactive chats of engine-runtime apps: where the socket lifecycle meets a thread's
+``ChatSession``.
 
-A user message is accepted (its AcceptedMessage row committed) before the engine sees it; the
-thread's ``ChatSession`` then takes it now or queues it. The session lives in the process that
-owns the thread's box (``ownership``): when that is another process, the request goes to its
-mailbox and the answer comes back. What a session emits goes to every web session watching
-the thread (its audience), wherever their sockets are.
+A send is accepted (``accepting``) before the engine sees it; the thread's ChatSession then
+takes it now or queues it. The session lives in the process that owns the thread's box
+(``routing``): the ``*_here`` functions are what runs there, called directly or through the
+owner's mailbox. What a session emits goes to every web session watching the thread (its
+audience), wherever their sockets are.
 """
 
 import asyncio
@@ -16,17 +17,18 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 
+from sessions_app import records
+from sessions_app.accepting import accept_send
 from sessions_app.emitter import emit_to_session
-from sessions_app.mailbox import MailboxError, mailbox
-from sessions_app.models import SocketSession
+from sessions_app.mailbox import MailboxError
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
-from sessions_app.runtime.ownership import owner_of
 from sessions_app.runtime.pool import pools
+from sessions_app.runtime.routing import at_owner, box_of
 from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
-from threads_app.services import accept_message, record_queued, revive_failed, settled_queued
+from threads_app.services import record_queued, settled_queued
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +44,11 @@ class Audience:
         with self._lock:
             self._sessions.add(session_id)
 
-    def discard(self, session_id: uuid.UUID) -> None:
+    def discard(self, session_id: uuid.UUID) -> bool:
+        """Remove a watcher; True when nobody is left."""
         with self._lock:
             self._sessions.discard(session_id)
+            return not self._sessions
 
     async def __call__(self, event: str, data: Any) -> None:
         with self._lock:
@@ -54,6 +58,9 @@ class Audience:
 
 
 class Audiences:
+    """Every thread's audience in this process; an audience nobody watches is dropped (a
+    thread's ChatSession keeps a reference to its own, so it is never orphaned)."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_thread: dict[uuid.UUID, Audience] = {}
@@ -64,18 +71,18 @@ class Audiences:
 
     def leave_all(self, session_id: uuid.UUID) -> None:
         with self._lock:
-            audiences = list(self._by_thread.values())
-        for audience in audiences:
-            audience.discard(session_id)
+            audiences = list(self._by_thread.items())
+        for thread_id, audience in audiences:
+            if audience.discard(session_id):
+                with self._lock:
+                    self._by_thread.pop(thread_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._by_thread.clear()
 
 
 audiences = Audiences()
-
-
-@database_sync_to_async
-def _box_of(thread_id: uuid.UUID) -> Box | None:
-    thread = Thread.objects.select_related("box").filter(pk=thread_id).first()
-    return thread.box if thread is not None else None
 
 
 # --- the owner's side: what runs in the process holding the box's pool ------------------------
@@ -87,27 +94,20 @@ async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSess
     if pool.chat_sessions.get(thread_id) is None:
         # A new owner (after a takeover) knows no watchers yet: the sessions showing the
         # thread right now are in the database.
-        for session_id in await database_sync_to_async(_watching_sessions)(thread_id):
+        for session_id in await database_sync_to_async(records.sessions_showing)(thread_id):
             audience.add(session_id)
     return await pool.chat_session(thread_id, emit=audience, author=author)
 
 
-def _watching_sessions(thread_id: uuid.UUID) -> list[uuid.UUID]:
-    return list(
-        SocketSession.objects.filter(thread_id=thread_id, ended=False, has_first_interaction=True)
-        .exclude(socket_channel="")
-        .values_list("id", flat=True)
-    )
-
-
-async def _submit_here(request: dict[str, Any]) -> bool:
+async def submit_here(request: dict[str, Any]) -> bool:
+    """``runtime.submit``: give an accepted send to its thread's session; True if it queues."""
     thread_id = uuid.UUID(request["thread"])
     if request.get("session"):
         audiences.of(thread_id).add(uuid.UUID(request["session"]))
     # The thread's session is usually open already: only a new one needs the box's engine.
     session = pools.find_chat_session(thread_id)
     if session is None:
-        box = await _box_of(thread_id)
+        box = await box_of(thread_id)
         assert box is not None
         session = await _chat_session(box, thread_id, request["author"])
     turn = UserTurn(
@@ -118,14 +118,16 @@ async def _submit_here(request: dict[str, Any]) -> bool:
     return session.submit_soon(turn)
 
 
-async def _watch_here(request: dict[str, Any]) -> bool:
+async def watch_here(request: dict[str, Any]) -> bool:
+    """``runtime.watch``: a web session shows the thread; True while a turn runs."""
     thread_id = uuid.UUID(request["thread"])
     audiences.of(thread_id).add(uuid.UUID(request["session"]))
     session = pools.find_chat_session(thread_id)
     return session is not None and session.is_busy()
 
 
-async def _stop_here(request: dict[str, Any]) -> bool:
+async def stop_here(request: dict[str, Any]) -> bool:
+    """``runtime.stop``: interrupt the thread's turn and drop its queue; True if one ran."""
     session = pools.find_chat_session(uuid.UUID(request["thread"]))
     if session is None or not session.is_running():
         return False
@@ -133,45 +135,23 @@ async def _stop_here(request: dict[str, Any]) -> bool:
     return True
 
 
-async def _forget_here(request: dict[str, Any]) -> None:
+async def forget_here(request: dict[str, Any]) -> None:
+    """``runtime.forget``: a web session ended; it watches nothing any more."""
     audiences.leave_all(uuid.UUID(request["session"]))
 
 
-async def _integration_here(request: dict[str, Any]) -> str:
-    """An integration thread's message (``sessions_app.integrations``, imported here lazily: it
-    imports this module)."""
-    from sessions_app.integrations import accept_here
-
-    return await accept_here(request)
-
-
-HANDLERS = {
-    "runtime.submit": _submit_here,
-    "runtime.watch": _watch_here,
-    "runtime.stop": _stop_here,
-    "runtime.forget": _forget_here,
-    "runtime.integration": _integration_here,
-}
-for _kind, _handler in HANDLERS.items():
-    mailbox.register(_kind, _handler)
+async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -> None:
+    """In the box's owner: make sure the thread's ChatSession holds every send accepted for
+    it and not transcribed, and has closed turns a dead runner left open."""
+    session = pools.find_chat_session(thread_id)
+    if session is None:
+        box = await database_sync_to_async(Box.objects.get)(pk=box_id)
+        await _chat_session(box, thread_id, author)  # a new session recovers on creation
+    else:
+        session.recover(await transcript.pending_turns(thread_id))
 
 
-async def _at_owner(box_id: uuid.UUID, request: dict[str, Any]) -> Any:
-    """Run ``request`` where the box's pool lives: here, or in the owner's process."""
-    owner, mine = await owner_of(box_id)
-    if not mine:
-        try:
-            return await mailbox.request(owner, request)
-        except MailboxError:
-            # The owner did not answer (it may have just died): take the box over if its
-            # claim has gone stale, else give up on this request.
-            owner, mine = await owner_of(box_id, fresh=True)
-            if not mine:
-                raise
-    return await HANDLERS[request["type"]](request)
-
-
-# --- what the lifecycle calls ----------------------------------------------------------------
+# --- what the lifecycle and the send endpoint call ---------------------------------------------
 
 
 SETTLE_POLL = 0.02
@@ -201,31 +181,32 @@ async def accept_and_submit(
     session_id: uuid.UUID | None = None,
     retry: bool = False,
 ) -> dict[str, Any]:
-    """The one acceptance path of every chat send (socket ``client_message`` and the HTTP API).
+    """A chat send of an engine-runtime app (socket ``client_message`` and the HTTP API):
+    accepted, then given to the thread's ChatSession (now, or queued).
 
-    The AcceptedMessage row is committed and ``chat-user-message`` is on the thread's bus
-    before the answer; then the message goes to the thread's ChatSession (now, or queued).
-    The message id is the idempotency key: a repeat, also a concurrent one, gets the same
-    answer and makes no second record; a repeat of a send whose first request died before
-    handing it over hands it over now. ``retry`` ("send again") revives a send that failed
-    before it was transcribed. Raises MessageConflict for a reused id with other content.
+    A repeat gets the first answer; a repeat of a send whose first request died before
+    handing it over hands it over now. Raises MessageConflict for a reused id with other
+    content.
     """
     images = images or []
-    accepted, created = await database_sync_to_async(accept_message)(
-        message_id=message_id, thread=thread, author=user, text=text, images=images
+    acceptance = await accept_send(
+        thread=thread,
+        author=user,
+        message_id=message_id,
+        text=text,
+        images=images,
+        source=AcceptedMessage.Source.CHAT,
+        retry=retry,
     )
+    accepted = acceptance.record
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
-    if not created:
-        if retry and await database_sync_to_async(revive_failed)(message_id):
-            accepted.state = AcceptedMessage.State.PENDING
-        elif accepted.state != AcceptedMessage.State.PENDING:
+    if not acceptance.fresh:
+        if accepted.state != AcceptedMessage.State.PENDING:
             return {**answer, "queued": bool(accepted.queued)}
-        elif (queued := await _first_answer(message_id)) is not None:
+        if (queued := await _first_answer(message_id)) is not None:
             return {**answer, "queued": queued}
-        else:
-            logger.info("send %s was never handed over; handing it over now", message_id)
-    # Other tabs show it at once (again, for a revived or never-announced send).
-    await publish_accepted(accepted, author=user.get_username(), image_count=len(images))
+        logger.info("send %s was never handed over; handing it over now", message_id)
+        await publish_accepted(accepted, author=user.get_username(), image_count=len(images))
     queued = await hand_over(accepted, author=user.get_username(), session_id=session_id)
     await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
@@ -245,7 +226,7 @@ async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.
         "images": list(accepted.images),
     }
     try:
-        return bool(await _at_owner(accepted.box_id, request))
+        return bool(await at_owner(accepted.box_id, request, submit_here))
     except Exception as exc:  # MailboxError, or the layer failing under the claim
         logger.warning(
             "box %s owner unreachable (%r); send %s stays pending for recovery",
@@ -256,44 +237,31 @@ async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.
         return True
 
 
-async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -> None:
-    """Run in the box's owner: make sure the thread's ChatSession holds every send accepted
-    for it and not transcribed, and has closed turns a dead runner left open."""
-    session = pools.find_chat_session(thread_id)
-    if session is None:
-        box = await database_sync_to_async(Box.objects.get)(pk=box_id)
-        await _chat_session(box, thread_id, author)  # a new session recovers on creation
-    else:
-        session.recover(await transcript.pending_turns(thread_id))
-
-
 async def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> bool:
     """A web session opened this thread: it sees what the thread's session streams.
     Returns whether a turn is running on the thread right now."""
-    box = await _box_of(thread_id)
+    box = await box_of(thread_id)
     if box is None:
         return False
+    request = {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
     try:
-        return bool(
-            await _at_owner(
-                box.id, {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
-            )
-        )
+        return bool(await at_owner(box.id, request, watch_here))
     except MailboxError:
         return False
 
 
 async def stop(thread_id: uuid.UUID) -> bool:
     """Interrupt the thread's running turn and clear its queue; True if there was a run."""
-    box = await _box_of(thread_id)
+    box = await box_of(thread_id)
     if box is None:
         return False
-    return bool(await _at_owner(box.id, {"type": "runtime.stop", "thread": str(thread_id)}))
+    return bool(await at_owner(box.id, {"type": "runtime.stop", "thread": str(thread_id)}, stop_here))
 
 
 async def forget(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
-    box = await _box_of(thread_id)
+    """A web session ended: it leaves every audience, here and in the box's owner."""
+    box = await box_of(thread_id)
     audiences.leave_all(session_id)
     if box is not None:
         with contextlib.suppress(MailboxError):
-            await _at_owner(box.id, {"type": "runtime.forget", "session": str(session_id)})
+            await at_owner(box.id, {"type": "runtime.forget", "session": str(session_id)}, forget_here)

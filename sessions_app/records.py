@@ -1,4 +1,4 @@
-"""Database operations on session records.
+"""Writes and reads of session records (``SocketSession``), for the live layer.
 
 The flags that must hold once per session across processes (chat started, resumed, ended,
 first interaction) are claimed with a single conditional UPDATE: the caller whose UPDATE
@@ -204,3 +204,12 @@ def take_deferred_steps(session_id: uuid.UUID) -> list[dict[str, Any]]:
         record.deferred_steps = []
         record.save(update_fields=["deferred_steps"])
         return steps
+
+
+def sessions_showing(thread_id: uuid.UUID) -> list[uuid.UUID]:
+    """Live sessions showing a thread right now (connected, past their first interaction)."""
+    return list(
+        SocketSession.objects.filter(thread_id=thread_id, ended=False, has_first_interaction=True)
+        .exclude(socket_channel="")
+        .values_list("id", flat=True)
+    )

@@ -1,0 +1,213 @@
+"""Integration turns: an integration's message to one of its threads, in the box's owner.
+
+The view (``sessions_app.views.IntegrationMessageView``) calls ``submit``; the turn runs in
+the process that owns the box (``routing``), through the box's pool and the thread's
+``ChatThreadSession``, which delivers complete responses only. The user step and the
+assistant steps land in the transcript as for any turn; when the box has a ``webhook_url``
+the complete response is POSTed there, signed (``sessions_app.webhooks``).
+
+A busy thread refuses, it does not queue: a ChatThreadSession is queue-free by design, so a
+message for a thread whose previous integration message is still being answered is refused
+(``BUSY``) and *not* accepted: no record is made, nothing is pending, and the integration
+sends it again (same id) after the response it is waiting for. The check and the acceptance
+happen together in the owner (under the box's lock), so two sends cannot both pass it; a
+repeat of the message being answered is still ``ACCEPTED``. Messages for *different* threads
+of one box are all accepted: the pool runs one integration thread at a time and parks the
+active one after its turn, so they take turns.
+"""
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ObjectDoesNotExist
+
+from sessions_app import webhooks
+from sessions_app.mailbox import MailboxError
+from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.pool import pools
+from sessions_app.runtime.routing import at_owner, box_of
+from sessions_app.runtime.thread_session import TurnResponse
+from sessions_app.thread_bus import publish_accepted
+from threads_app.models import AcceptedMessage, Box, Thread
+from threads_app.services import MessageConflict, accept_message, record_queued
+
+logger = logging.getLogger(__name__)
+
+ACCEPTED, BUSY, CONFLICT, GONE, UNAVAILABLE = "accepted", "busy", "conflict", "gone", "unavailable"
+
+
+# --- the requesting side ---------------------------------------------------------------------
+
+
+async def submit(*, user: Any, thread: Thread, box: Box, message_id: uuid.UUID, text: str) -> str:
+    """Hand the message to the box's owner; ACCEPTED, BUSY, CONFLICT or UNAVAILABLE."""
+    request = {
+        "type": "runtime.integration",
+        "thread": str(thread.pk),
+        "user": user.pk,
+        "author": user.get_username(),
+        "message": str(message_id),
+        "text": text,
+    }
+    try:
+        answer = await at_owner(box.id, request, accept_here)
+    except MailboxError:
+        # It may have been accepted all the same (a late answer): resending the same id is safe.
+        logger.warning("box %s owner did not answer for integration message %s", box.id, message_id)
+        return UNAVAILABLE
+    return str(answer)
+
+
+# --- the owner's side: what runs in the process holding the box's pool -------------------------
+
+
+class IntegrationTurns:
+    """This (owner) process's integration turns: threads with a turn accepted and not yet
+    answered, the per-box locks that make the busy check and the acceptance one step, and
+    the running turn tasks. Locks are dropped when nobody holds or waits for them."""
+
+    def __init__(self) -> None:
+        self.in_flight: set[uuid.UUID] = set()
+        self.tasks: set[asyncio.Task] = set()
+        self._box_locks: dict[uuid.UUID, asyncio.Lock] = {}
+
+    @contextlib.asynccontextmanager
+    async def box_lock(self, box_id: uuid.UUID) -> AsyncIterator[None]:
+        lock = self._box_locks.setdefault(box_id, asyncio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and not getattr(lock, "_waiters", None):
+                self._box_locks.pop(box_id, None)
+
+    def start(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def clear(self) -> None:
+        self.in_flight.clear()
+        self._box_locks.clear()
+
+
+integration_turns = IntegrationTurns()
+
+
+def _accept(
+    thread_id: uuid.UUID, user_id: Any, message_id: uuid.UUID, text: str
+) -> tuple[AcceptedMessage, bool]:
+    thread = Thread.objects.get(pk=thread_id)
+    author = get_user_model().objects.get(pk=user_id)
+    return accept_message(
+        message_id=message_id,
+        thread=thread,
+        author=author,
+        text=text,
+        source=AcceptedMessage.Source.INTEGRATION,
+    )
+
+
+def _busy(box: Box, thread_id: uuid.UUID) -> bool:
+    if thread_id in integration_turns.in_flight:
+        return True
+    pool = pools.for_box(box.id, box.engine, box.engine_options)
+    session = pool.thread_sessions.get(thread_id)
+    chat = pool.chat_sessions.get(thread_id)  # the same thread opened interactively
+    return bool(
+        (session is not None and session.is_busy()) or (chat is not None and (chat.is_busy() or chat.queue))
+    )
+
+
+async def accept_here(request: dict[str, Any]) -> str:
+    """The ``runtime.integration`` mailbox handler: accept the message and start its turn, or
+    refuse it while the thread is busy (see the module docstring)."""
+    thread_id = uuid.UUID(request["thread"])
+    message_id = uuid.UUID(request["message"])
+    box = await box_of(thread_id)
+    if box is None:
+        return GONE  # deleted since the view found it
+    async with integration_turns.box_lock(box.id):
+        # A repeat of an accepted message is answered as the first time, busy or not.
+        if _busy(box, thread_id) and not await _exists(message_id):
+            return BUSY
+        try:
+            accepted, created = await database_sync_to_async(_accept)(
+                thread_id, request["user"], message_id, request["text"]
+            )
+        except MessageConflict:
+            return CONFLICT
+        if not created:
+            return ACCEPTED
+        integration_turns.in_flight.add(thread_id)
+    try:
+        await publish_accepted(accepted, author=request["author"], image_count=0)
+        await database_sync_to_async(record_queued)(message_id, False)
+    finally:
+        integration_turns.start(_answer(box.id, thread_id, message_id, request["text"], request["author"]))
+    return ACCEPTED
+
+
+@database_sync_to_async
+def _exists(message_id: uuid.UUID) -> bool:
+    return AcceptedMessage.objects.filter(pk=message_id).exists()
+
+
+@database_sync_to_async
+def _fresh_box(box_id: uuid.UUID) -> Box | None:
+    return Box.objects.filter(pk=box_id).first()
+
+
+@database_sync_to_async
+def _mark_failed(message_id: uuid.UUID) -> None:
+    AcceptedMessage.objects.filter(pk=message_id, state=AcceptedMessage.State.PENDING).update(
+        state=AcceptedMessage.State.FAILED
+    )
+
+
+async def _answer(
+    box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, text: str, author: str
+) -> None:
+    """Run the turn through the box's pool, then deliver the complete response."""
+    try:
+        box = await _fresh_box(box_id)
+        if box is None:
+            return  # deleted since the message was accepted (and its records with it)
+        pool = pools.for_box(box.id, box.engine, box.engine_options)
+        turn = UserTurn(text=text, accepted_ids=[message_id])
+        response = await pool.send_to_thread(thread_id, turn, author=author)
+    except ObjectDoesNotExist:
+        logger.warning("thread %s was deleted before message %s was answered", thread_id, message_id)
+        return
+    except Exception:
+        logger.exception("integration turn for message %s on thread %s failed", message_id, thread_id)
+        response = TurnResponse("The engine could not answer.", True, "error")
+        with contextlib.suppress(Exception):
+            await _mark_failed(message_id)
+    finally:
+        integration_turns.in_flight.discard(thread_id)
+    try:
+        box = await _fresh_box(box_id)  # the webhook settings as they are now
+        if box is not None and box.webhook_url:
+            await webhooks.deliver(box, _payload(thread_id, message_id, response))
+    except Exception:
+        logger.exception("webhook delivery for message %s failed", message_id)
+
+
+def _payload(thread_id: uuid.UUID, message_id: uuid.UUID, response: TurnResponse) -> dict[str, Any]:
+    return {
+        "threadId": str(thread_id),
+        "messageId": str(message_id),
+        "response": {
+            "text": response.text,
+            "isError": response.is_error,
+            "outcome": response.outcome,
+            "stepIds": list(response.step_ids),
+        },
+    }
