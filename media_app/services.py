@@ -145,7 +145,7 @@ def read_image(user: AbstractBaseUser, ref: MediaRef) -> Photo:
     if not Thread.objects.filter(pk=thread_id, owner=user, deleted_at__isnull=True).exists():
         raise MediaNotFound(str(ref))
     for model, column in ENTRIES:
-        rows = model._default_manager.filter(pk=entry_id, thread_id=thread_id)
+        rows = model._default_manager.filter(pk=entry_id, thread_id=thread_id)  # noqa: SLF001 - Django's documented API
         found = list(rows.values_list(StrippedJSON(column), flat=True)[:1])
         if found:
             skeleton = found[0]

@@ -32,11 +32,13 @@ class ThreadAdmin(admin.ModelAdmin):
     inlines = [StepInline]
 
     def get_queryset(self, request):  # type: ignore[no-untyped-def]
-        return super().get_queryset(request).select_related("owner", "box").annotate(_steps=Count("steps"))
+        return (
+            super().get_queryset(request).select_related("owner", "box").annotate(step_total=Count("steps"))
+        )
 
-    @admin.display(ordering="_steps", description="steps")
+    @admin.display(ordering="step_total", description="steps")
     def step_count(self, thread: Thread) -> int:
-        return thread._steps  # type: ignore[attr-defined]
+        return thread.step_total  # type: ignore[attr-defined]  # added by get_queryset's annotate()
 
 
 @admin.register(Step)

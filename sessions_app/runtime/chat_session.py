@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, assert_never
 
 from sessions_app.runtime import transcript
+from sessions_app.runtime.conversation import Conversation
 from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
 from sessions_app.runtime.messages import (
     AssistantText,
@@ -33,8 +34,7 @@ from sessions_app.runtime.messages import (
     TurnResult,
     UnknownMessage,
 )
-from sessions_app.runtime.phases import Phase, is_busy, is_running, transition
-from sessions_app.runtime.pump import pump_run
+from sessions_app.runtime.phases import Phase, is_busy
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ ENGINE_DIED_TEXT = "The engine stopped unexpectedly; your next message starts it
 SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it again."
 
 
-class ChatSession:
+class ChatSession(Conversation):
     def __init__(
         self,
         *,
@@ -53,22 +53,15 @@ class ChatSession:
         engine_session_id: str | None = None,
         author: str = "user",
     ) -> None:
-        self.thread_id = thread_id
-        self.engine = engine
+        super().__init__(
+            thread_id=thread_id, engine=engine, engine_session_id=engine_session_id, author=author
+        )
         self.emit = emit
-        self.engine_session_id = engine_session_id
-        self.author = author
-        self.phase = Phase.IDLE
         self.queue: list[UserTurn] = []
-        self.run: Run | None = None
-        self.runs_started = 0
-        self.runs_open = 0
         self.dropped: list[uuid.UUID] = []  # accepted ids stop() cleared from the queue
-        self.phase_log: list[tuple[Phase, Phase]] = []
         self._was_busy = False
         self._stop_requested = False
         self._closing = False  # stop() or restart() is closing the run: do not start turns on it
-        self._pump_task: asyncio.Task | None = None
         self._handing_over = 0
         self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
         self._background: set[asyncio.Task] = set()
@@ -78,22 +71,8 @@ class ChatSession:
         # A graceful shutdown: no new turn starts here; what is queued stays pending in the
         # database for the box's next owner.
         self.draining = False
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     # --- phase --------------------------------------------------------------------------
-
-    def _move(self, target: Phase) -> None:
-        previous = self.phase
-        self.phase = transition(previous, target)
-        self.phase_log.append((previous, target))
-        if target is Phase.IDLE:
-            self._idle.set()
-        elif previous is Phase.IDLE:
-            self._idle.clear()
-
-    def is_running(self) -> bool:
-        return is_running(self.phase)
 
     def is_busy(self) -> bool:
         return is_busy(self.phase, was_busy=self._was_busy)
@@ -105,13 +84,7 @@ class ChatSession:
 
     async def send(self, turn: UserTurn) -> bool:
         """Start the turn now, or return False (busy, stopping, or closing): then enqueue."""
-        if (
-            self.is_busy()
-            or self.phase is Phase.STOPPING
-            or self.in_close_window()
-            or self._closing
-            or self.draining
-        ):
+        if self.refuses_sends():
             return False
         if self.phase is Phase.IDLE:
             if not await self._start_run():
@@ -144,14 +117,7 @@ class ChatSession:
         if turn.accepted_ids and not fresh:
             return any(i in t.accepted_ids for t in self.queue for i in turn.accepted_ids)
         self._taken.update(fresh)
-        queued = (
-            self.is_busy()
-            or self.phase is Phase.STOPPING
-            or self.in_close_window()
-            or self._closing
-            or self.draining
-            or self._handing_over > 0
-        )
+        queued = self.refuses_sends() or self._handing_over > 0
         self._handing_over += 1
         task = asyncio.create_task(self._hand_over(turn))
         self._background.add(task)
@@ -174,19 +140,12 @@ class ChatSession:
         self._move(Phase.STARTING)
         self._stop_requested = False
         try:
-            run = await self.engine.start(resume=self.engine_session_id)
+            await self._open_run()
         except EngineError as exc:
             logger.error("engine failed to start for thread %s: %s", self.thread_id, exc)
             self._move(Phase.IDLE)
             await self.emit("new_message", await self._error_step(f"The engine could not start: {exc}"))
             return False
-        self.run = run
-        self.runs_started += 1
-        self.runs_open += 1
-        self._move(Phase.READY)
-        self._pump_task = asyncio.create_task(
-            pump_run(run, self._on_message, lambda err: self._on_close(run, err))
-        )
         if self._stop_requested:
             await self.stop()
             return False
@@ -216,12 +175,11 @@ class ChatSession:
 
     # --- the pump's callbacks ------------------------------------------------------------------
 
-    async def _on_message(self, message: ChatMessage) -> None:
+    async def on_message(self, message: ChatMessage) -> None:
+        """The message switch: exhaustive (a new message type fails ``assert_never``)."""
         match message:
             case SystemInit(engine_session_id=session_id):
-                if session_id and session_id != self.engine_session_id:
-                    self.engine_session_id = session_id
-                    await transcript.save_engine_session_id(self.thread_id, session_id)
+                await self._remember_engine_session(session_id)
             case StreamDelta(message_id=message_id, text=text):
                 self._partial.setdefault(message_id, []).append(text)
                 start = self._streamed.get(message_id)
@@ -257,8 +215,8 @@ class ChatSession:
                 logger.debug("task event for thread %s: %s", self.thread_id, message)
             case TurnResult():
                 await self._on_result(message)
-            case UnknownMessage(raw=raw):
-                logger.warning("thread %s: unhandled engine message %r", self.thread_id, raw.get("type"))
+            case UnknownMessage():
+                self._unknown(message)
             case _:
                 assert_never(message)
 
@@ -278,7 +236,7 @@ class ChatSession:
             self.queue.clear()
             await self._begin_turn(merged)
 
-    async def _on_close(self, run: Run, error: BaseException | None) -> None:
+    async def on_close(self, run: Run, error: BaseException | None) -> None:
         if run is not self.run:
             return
         was_stopping = self.phase is Phase.STOPPING
@@ -436,10 +394,18 @@ class ChatSession:
         if self.run is not None and self.phase is Phase.STREAMING:
             await self.run.interrupt()
 
-    async def wait_idle(self, timeout: float = 30.0) -> None:
-        await asyncio.wait_for(self._idle.wait(), timeout)
+    # --- for observers (tests, metrics) ---------------------------------------------------
 
-    async def _wait_pump(self, timeout: float = 30.0) -> None:
-        task = self._pump_task
-        if task is not None and not task.done():
-            await asyncio.wait({task}, timeout=timeout)
+    def refuses_sends(self) -> bool:
+        """``send()`` would return False now (the caller has to enqueue)."""
+        return (
+            self.is_busy()
+            or self.phase is Phase.STOPPING
+            or self.in_close_window()
+            or self._closing
+            or self.draining
+        )
+
+    def has_work_in_flight(self) -> bool:
+        """A close, a hand-over or a background write is still under way."""
+        return self._closing or self._handing_over > 0 or bool(self._background)

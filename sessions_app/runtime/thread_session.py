@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from sessions_app.runtime import transcript
+from sessions_app.runtime.conversation import Conversation
 from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
 from sessions_app.runtime.messages import (
     AssistantText,
@@ -25,8 +26,7 @@ from sessions_app.runtime.messages import (
     TurnResult,
     UnknownMessage,
 )
-from sessions_app.runtime.phases import Phase, is_busy, is_running, transition
-from sessions_app.runtime.pump import pump_run
+from sessions_app.runtime.phases import Phase, is_busy
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class TurnResponse:
     step_ids: list[str] = field(default_factory=list)
 
 
-class ChatThreadSession:
+class ChatThreadSession(Conversation):
     def __init__(
         self,
         *,
@@ -56,31 +56,12 @@ class ChatThreadSession:
         engine_session_id: str | None = None,
         author: str = "user",
     ) -> None:
-        self.thread_id = thread_id
-        self.engine = engine
-        self.engine_session_id = engine_session_id
-        self.author = author
-        self.phase = Phase.IDLE
-        self.run: Run | None = None
-        self.runs_started = 0
-        self.runs_open = 0
+        super().__init__(
+            thread_id=thread_id, engine=engine, engine_session_id=engine_session_id, author=author
+        )
         self._turn: asyncio.Future[TurnResponse] | None = None
-        self._pump_task: asyncio.Task | None = None
         self._texts: list[str] = []
         self._step_ids: list[str] = []
-        self._idle = asyncio.Event()
-        self._idle.set()
-
-    def _move(self, target: Phase) -> None:
-        previous = self.phase
-        self.phase = transition(previous, target)
-        if target is Phase.IDLE:
-            self._idle.set()
-        elif previous is Phase.IDLE:
-            self._idle.clear()
-
-    def is_running(self) -> bool:
-        return is_running(self.phase)
 
     def is_busy(self) -> bool:
         return is_busy(self.phase)
@@ -93,18 +74,11 @@ class ChatThreadSession:
         if self.phase is Phase.IDLE:
             self._move(Phase.STARTING)
             try:
-                run = await self.engine.start(resume=self.engine_session_id)
+                await self._open_run()
             except EngineError:
                 self._move(Phase.IDLE)
                 self._finish(TurnResponse("The engine could not start.", True, "error"))
                 raise
-            self.run = run
-            self.runs_started += 1
-            self.runs_open += 1
-            self._move(Phase.READY)
-            self._pump_task = asyncio.create_task(
-                pump_run(run, self._on_message, lambda err: self._on_close(run, err))
-            )
         run = self.run  # the close handler may clear self.run while the user step is written
         assert run is not None
         self._move(Phase.STREAMING)
@@ -116,12 +90,11 @@ class ChatThreadSession:
         await run.send(turn)
         return await self._turn
 
-    async def _on_message(self, message: ChatMessage) -> None:
+    async def on_message(self, message: ChatMessage) -> None:
+        """The message switch: exhaustive; deltas and task events are skipped on purpose."""
         match message:
             case SystemInit(engine_session_id=session_id):
-                if session_id and session_id != self.engine_session_id:
-                    self.engine_session_id = session_id
-                    await transcript.save_engine_session_id(self.thread_id, session_id)
+                await self._remember_engine_session(session_id)
             case StreamDelta():
                 pass  # deliberate: integrations get complete responses, never partial text
             case TaskEvent():
@@ -141,8 +114,8 @@ class ChatThreadSession:
                     self._move(Phase.READY)
                 body = "\n\n".join(self._texts) if self._texts else (text or "")
                 self._finish(TurnResponse(body, is_error, outcome, list(self._step_ids)))
-            case UnknownMessage(raw=raw):
-                logger.warning("thread %s: unhandled engine message %r", self.thread_id, raw.get("type"))
+            case UnknownMessage():
+                self._unknown(message)
             case _:
                 assert_never(message)
 
@@ -150,7 +123,7 @@ class ChatThreadSession:
         if self._turn is not None and not self._turn.done():
             self._turn.set_result(response)
 
-    async def _on_close(self, run: Run, error: BaseException | None) -> None:
+    async def on_close(self, run: Run, error: BaseException | None) -> None:
         if run is not self.run:
             return
         self.run = None
@@ -179,4 +152,4 @@ class ChatThreadSession:
     async def _close(self) -> None:
         if self.run is not None and self.phase in (Phase.READY, Phase.STREAMING):
             await self.run.close()
-            await asyncio.wait_for(self._idle.wait(), 30)
+            await self.wait_idle()

@@ -131,7 +131,7 @@ async def test_another_user_cannot_resume_the_thread_or_take_the_session(server,
 
 async def test_refusals_name_the_reason(server, make_user):
     anonymous = ChatClient(server.url)
-    anonymous.sio = anonymous._new_client()
+    anonymous.sio = anonymous.new_socketio_client()
     errors: list = []
     anonymous.sio.on("connect_error", lambda data: errors.append(data))
     with pytest.raises(socketio.exceptions.ConnectionError):
@@ -145,7 +145,7 @@ async def test_refusals_name_the_reason(server, make_user):
 
     client = await signed_in(server, make_user())
     client.session_id = "not-a-uuid"
-    client.sio = client._new_client()
+    client.sio = client.new_socketio_client()
     client.sio.on("connect_error", lambda data: errors.append(data))
     with pytest.raises(socketio.exceptions.ConnectionError):
         await client.sio.connect(

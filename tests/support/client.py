@@ -36,7 +36,7 @@ class ChatClient:
         self._changed = asyncio.Condition()
         self.sio: socketio.AsyncClient | None = None
 
-    def _new_client(self) -> socketio.AsyncClient:
+    def new_socketio_client(self) -> socketio.AsyncClient:
         sio = socketio.AsyncClient(reconnection=False)
 
         @sio.on("*")
@@ -50,7 +50,7 @@ class ChatClient:
     async def connect(
         self, *, thread_id: str | None = None, headers: dict[str, str] | None = None, **auth: Any
     ) -> None:
-        self.sio = self._new_client()
+        self.sio = self.new_socketio_client()
         all_headers = dict(headers or {})
         if self.cookie:
             all_headers["Cookie"] = self.cookie

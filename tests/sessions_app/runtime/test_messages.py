@@ -66,7 +66,7 @@ async def test_a_message_type_outside_the_union_fails_loudly(kind):
     session = kind.__new__(kind)
     session.thread_id = uuid.uuid4()
     with pytest.raises(AssertionError):
-        await session._on_message(NotInTheUnion())
+        await session.on_message(NotInTheUnion())
 
 
 def test_the_phase_table_is_the_reference_one():

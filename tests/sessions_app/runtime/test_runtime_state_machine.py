@@ -46,7 +46,7 @@ from hypothesis.stateful import (
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
-from sessions_app.runtime.phases import InvariantError, Phase, is_legal
+from sessions_app.runtime.phases import Phase, is_legal
 from sessions_app.runtime.pool import ChatSessionPool
 from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy
 from tests.sessions_app.runtime.conftest import Sink, accept
@@ -169,16 +169,10 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     def _instrument(self, session: ChatSession | ChatThreadSession, label: str) -> None:
         """Watch every phase move and every pump callback of ``session`` (instance attributes
-        shadow the methods; the pump looks them up through ``self`` at call time)."""
-        move = session._move
+        shadow the callbacks; the pump looks them up through ``self`` at call time). An
+        illegal move raises ``InvariantError`` inside the session: the callbacks record it."""
 
-        def checked_move(target: Phase) -> None:
-            previous = session.phase
-            try:
-                move(target)
-            except InvariantError as exc:
-                self.violations.append(f"{label}: InvariantError {exc}")
-                raise
+        def checked_move(previous: Phase, target: Phase) -> None:
             if not is_legal(previous, target):
                 self.violations.append(f"{label}: illegal move {previous} -> {target}")
             if not 0 <= session.runs_open <= 1:
@@ -186,8 +180,8 @@ class RuntimeMachine(RuleBasedStateMachine):
             if self.pool.runs_open() > 1:
                 self.violations.append(f"pool: {self.pool.runs_open()} thread runs open ({label} {target})")
 
-        session._move = checked_move  # type: ignore[method-assign]
-        for name in ("_on_message", "_on_close"):
+        session.on_move = checked_move
+        for name in ("on_message", "on_close"):
             self._wrap_callback(session, name, label)
 
     def _wrap_callback(self, session: object, name: str, label: str) -> None:
@@ -211,19 +205,18 @@ class RuntimeMachine(RuleBasedStateMachine):
         return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
 
     def refuses_sends(self) -> bool:
-        s = self.session
-        return s.is_busy() or s.phase is Phase.STOPPING or s.in_close_window() or s._closing
+        return self.session.refuses_sends()
 
     def chat_quiet(self) -> bool:
         """Nothing will happen to the interactive session without a new call."""
         s = self.session
-        if s.phase not in (Phase.IDLE, Phase.READY) or s._closing or s._handing_over or s._background:
+        if s.phase not in (Phase.IDLE, Phase.READY) or s.has_work_in_flight():
             return False
         if self.inflight["chat"]:
             return False
         if s.run is not None and s.run.pid in self.killed:
             return False  # the kill has not reached the close handler yet
-        return not (s.phase is Phase.IDLE and s._pump_task is not None and not s._pump_task.done())
+        return not (s.phase is Phase.IDLE and s.pump_running())
 
     async def settle_chat(self) -> None:
         stable = 0
