@@ -6,6 +6,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from sessions_app.runtime.engines import engine_choices
+
 
 def new_webhook_secret() -> str:
     """A random key for signing a box's webhook deliveries (``sessions_app.webhooks``)."""
@@ -18,7 +20,8 @@ class Box(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="boxes")
     name = models.CharField(max_length=100, default="default")
-    engine = models.CharField(max_length=50, default="echo")
+    # The runtime's engine registry (``sessions_app.runtime.engines.ENGINES``) is the one list.
+    engine = models.CharField(max_length=50, default="echo", choices=engine_choices)
     engine_options = models.JSONField(default=dict, blank=True)
     webhook_url = models.URLField(blank=True, default="")
     # The HMAC-SHA256 key of the ``X-Tether-Signature`` header on deliveries to webhook_url.
