@@ -1,3 +1,5 @@
+"""Admin views for the session records (view only) and API tokens."""
+
 from typing import Any
 
 from django.contrib import admin, messages
@@ -29,7 +31,14 @@ class SocketSessionAdmin(admin.ModelAdmin):
     )
     list_filter = ("client_type", "chat_started", "resumed", "has_first_interaction", "ended")
     search_fields = ("id", "thread_id", "user__username")
-    readonly_fields = ("created_at", "updated_at", "generation")
+
+    # View only: the record is the runtime's (once-only flags, the socket and turn claims,
+    # the generation); an edit here would break what they guarantee. Deleting stays possible.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SocketSession | None = None) -> bool:
+        return False
 
     @admin.display(boolean=True, description="connected")
     def is_connected(self, session: SocketSession) -> bool:

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from threads_app.models import AcceptedMessage, Step, Thread
+from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
 from threads_app.selectors import default_box_for
 
 THREAD_NAME_MAX = 255
@@ -191,3 +191,9 @@ def forget_engine_sessions(box_id: uuid.UUID, thread_ids: list[uuid.UUID] | None
         threads = threads.filter(pk__in=thread_ids)
     return threads.update(engine_session_id="")
 
+
+def rotate_webhook_secret(box: Box) -> str:
+    """Give the box a new webhook signing key and return it (deliveries from now on use it)."""
+    box.webhook_secret = new_webhook_secret()
+    Box.objects.filter(pk=box.pk).update(webhook_secret=box.webhook_secret)
+    return box.webhook_secret
