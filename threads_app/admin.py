@@ -48,9 +48,8 @@ class BoxAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "rotated": rotated,
         }
-        response = TemplateResponse(request, "admin/threads_app/box/rotated_secrets.html", context)
-        response["Cache-Control"] = "no-store"
-        return response
+        # Admin views are never cached (``no-store``), so the page is not kept either.
+        return TemplateResponse(request, "admin/threads_app/box/rotated_secrets.html", context)
 
 
 class StepInline(admin.TabularInline):
