@@ -1,16 +1,12 @@
-"""Admin views for inspecting conversations: threads with their steps in order."""
+"""Admin views of threads, steps and accepted sends, for inspection (the box's admin lives in
+``sessions_app.admin``: it checks engine options against the runtime's engines). Fields the
+runtime owns are read-only."""
 
 from django.contrib import admin
 from django.db.models import Count
+from django.http import HttpRequest
 
-from threads_app.models import AcceptedMessage, Box, Step, Thread
-
-
-@admin.register(Box)
-class BoxAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "engine", "created_at")
-    list_filter = ("engine",)
-    search_fields = ("name", "owner__username")
+from threads_app.models import AcceptedMessage, Step, Thread
 
 
 class StepInline(admin.TabularInline):
@@ -28,7 +24,8 @@ class ThreadAdmin(admin.ModelAdmin):
     list_display = ("__str__", "owner", "box", "step_count", "updated_at", "deleted_at")
     list_filter = ("deleted_at", "chat_profile", "box__engine")
     search_fields = ("name", "id", "owner__username")
-    readonly_fields = ("id", "last_seq", "created_at", "updated_at")
+    # A thread stays with the box and owner it was made for; the rest is the runtime's.
+    readonly_fields = ("id", "owner", "box", "engine_session_id", "last_seq", "created_at", "updated_at")
     inlines = [StepInline]
 
     def get_queryset(self, request):  # type: ignore[no-untyped-def]
@@ -46,12 +43,19 @@ class StepAdmin(admin.ModelAdmin):
     list_display = ("id", "thread", "seq", "type", "name", "created_at")
     list_filter = ("type", "is_error")
     search_fields = ("id", "output", "thread__id")
-    raw_id_fields = ("thread",)
+    readonly_fields = ("id", "thread", "seq", "parent_id", "created_at", "start", "end")
 
 
 @admin.register(AcceptedMessage)
 class AcceptedMessageAdmin(admin.ModelAdmin):
+    """View only: every field is the send path's and the recovery loop's bookkeeping."""
+
     list_display = ("id", "thread", "author", "state", "accepted_at")
     list_filter = ("state",)
     search_fields = ("id", "text", "thread__id")
-    raw_id_fields = ("thread", "box", "author", "step")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: AcceptedMessage | None = None) -> bool:
+        return False

@@ -15,10 +15,18 @@ def new_webhook_secret() -> str:
 class Box(models.Model):
     """An agent workspace owned by one user; it names the engine that answers."""
 
+    class Engine(models.TextChoices):
+        """The engines a box can name; the runtime maps each to its class
+        (``sessions_app.runtime.engines.ENGINES``, checked equal by a test)."""
+
+        ECHO = "echo"
+        OPENAI = "openai"
+        CLAUDE = "claude"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="boxes")
     name = models.CharField(max_length=100, default="default")
-    engine = models.CharField(max_length=50, default="echo")
+    engine = models.CharField(max_length=50, default=Engine.ECHO, choices=Engine.choices)
     engine_options = models.JSONField(default=dict, blank=True)
     webhook_url = models.URLField(blank=True, default="")
     # The HMAC-SHA256 key of the ``X-Tether-Signature`` header on deliveries to webhook_url.

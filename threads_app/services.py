@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from threads_app.models import AcceptedMessage, Box, Step, Thread
+from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
 
 THREAD_NAME_MAX = 255
 
@@ -179,3 +179,26 @@ def rename_thread(thread: Thread, name: str) -> Thread:
 def soft_delete_thread(thread: Thread) -> None:
     """Mark the thread deleted; it vanishes from every read. Its rows are kept."""
     Thread.objects.filter(pk=thread.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+
+
+# --- boxes --------------------------------------------------------------------------------------
+
+
+def forget_engine_sessions(box_id: uuid.UUID, thread_ids: list[uuid.UUID] | None = None) -> int:
+    """Forget the engine conversation ids of the box's threads (all, or ``thread_ids``).
+
+    An id belongs to the engine that made it: after the box changes engine, resuming it
+    would hand one engine another's conversation (Claude cannot resume an echo id). The
+    threads' next runs start fresh conversations; the transcripts stay.
+    """
+    threads = Thread.objects.filter(box_id=box_id).exclude(engine_session_id="")
+    if thread_ids is not None:
+        threads = threads.filter(pk__in=thread_ids)
+    return threads.update(engine_session_id="")
+
+
+def rotate_webhook_secret(box: Box) -> str:
+    """Give the box a new webhook signing key and return it (deliveries from now on use it)."""
+    box.webhook_secret = new_webhook_secret()
+    Box.objects.filter(pk=box.pk).update(webhook_secret=box.webhook_secret)
+    return box.webhook_secret

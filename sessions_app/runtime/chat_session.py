@@ -77,6 +77,10 @@ class ChatSession(Conversation):
     def is_busy(self) -> bool:
         return is_busy(self.phase, was_busy=self._was_busy)
 
+    def is_idle(self) -> bool:
+        """No turn in flight, queued or being handed over: closing the session loses nothing."""
+        return self.phase in (Phase.IDLE, Phase.READY) and not self.queue and self._handing_over == 0
+
     def in_close_window(self) -> bool:
         return self.run is not None and self.run.closed.is_set() and self.phase is not Phase.IDLE
 

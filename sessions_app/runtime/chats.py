@@ -104,12 +104,11 @@ async def submit_here(request: dict[str, Any]) -> bool:
     thread_id = uuid.UUID(request["thread"])
     if request.get("session"):
         audiences.of(thread_id).add(uuid.UUID(request["session"]))
-    # The thread's session is usually open already: only a new one needs the box's engine.
-    session = pools.find_chat_session(thread_id)
-    if session is None:
-        box = await box_of(thread_id)
-        assert box is not None
-        session = await _chat_session(box, thread_id, request["author"])
+    # The box is read on every send (one indexed query): an engine or options edited in the
+    # admin take effect on this turn (the pool replaces an idle session built with the old).
+    box = await box_of(thread_id)
+    assert box is not None
+    session = await _chat_session(box, thread_id, request["author"])
     turn = UserTurn(
         text=request["text"],
         images=list(request.get("images") or []),

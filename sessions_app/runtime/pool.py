@@ -6,54 +6,111 @@ It creates, finds, parks and evicts the box's sessions:
   ``MAX_CHAT_SESSIONS`` (eviction calls ``stop()``);
 - integration ``ChatThreadSession``s, of which one is active: a message for another thread
   parks the active one (after its in-flight turn) before the new one runs.
+
+A box edited in the admin takes effect on its next turn: callers pass the box's engine and
+options as they read them per turn, and ``Pools.for_box`` reconfigures a pool built with
+others. Sessions built before are replaced once idle (a turn in flight finishes on the old
+engine first); when the engine itself changed, the threads' engine conversation ids are
+forgotten, since one engine cannot resume another's conversation.
 """
 
 import asyncio
+import copy
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from channels.db import database_sync_to_async
+
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession, Emit
 from sessions_app.runtime.engines import Engine, get_engine
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.thread_session import ChatThreadSession, TurnResponse
+from threads_app.services import forget_engine_sessions
 
 MAX_CHAT_SESSIONS = 32
 
 EngineFactory = Callable[[], Engine]
+# A box's engine name and options, as the pool was built with them.
+EngineConfig = tuple[str, dict[str, Any]]
 
 
 class ChatSessionPool:
-    def __init__(self, box_id: uuid.UUID, engine_factory: EngineFactory) -> None:
+    def __init__(
+        self, box_id: uuid.UUID, engine_factory: EngineFactory, *, config: EngineConfig | None = None
+    ) -> None:
         self.box_id = box_id
         self.engine_factory = engine_factory
+        self.config = config
         self.chat_sessions: OrderedDict[uuid.UUID, ChatSession] = OrderedDict()
         self.thread_sessions: dict[uuid.UUID, ChatThreadSession] = {}
         self.active_thread: uuid.UUID | None = None
         self._activation = asyncio.Lock()
+        self._creating = asyncio.Lock()
+        # Bumped by each reconfigure; each session remembers the generation and engine name
+        # it was built with (chat and integration sessions of one thread separately).
+        self.generation = 0
+        self._built: dict[tuple[str, uuid.UUID], tuple[int, str | None]] = {}
+
+    # --- the box's engine ---------------------------------------------------------------------
+
+    def reconfigure(self, engine_factory: EngineFactory, config: EngineConfig) -> None:
+        """The box's engine or options changed: sessions built from now on use the new ones,
+        those built before are replaced when next used while idle (``_outdated``)."""
+        self.engine_factory = engine_factory
+        self.config = config
+        self.generation += 1
+
+    def _engine_name(self) -> str | None:
+        return self.config[0] if self.config is not None else None
+
+    def _outdated(self, kind: str, thread_id: uuid.UUID) -> bool:
+        return self._built.get((kind, thread_id), (self.generation, None))[0] != self.generation
+
+    async def _replaced(
+        self, kind: str, thread_id: uuid.UUID, session: ChatSession | ChatThreadSession
+    ) -> None:
+        """Close an outdated idle session (its caller builds a new one); a thread whose
+        engine changed forgets its engine conversation id."""
+        _, engine = self._built.pop((kind, thread_id), (0, None))
+        await session.stop()
+        if engine != self._engine_name():
+            await database_sync_to_async(forget_engine_sessions)(self.box_id, [thread_id])
 
     # --- interactive ------------------------------------------------------------------------
 
     async def chat_session(self, thread_id: uuid.UUID, *, emit: Emit, author: str = "user") -> ChatSession:
-        session = self.chat_sessions.get(thread_id)
-        if session is None:
-            session = ChatSession(
-                thread_id=thread_id,
-                engine=self.engine_factory(),
-                emit=emit,
-                engine_session_id=await transcript.load_engine_session_id(thread_id),
-                author=author,
-            )
-            self.chat_sessions[thread_id] = session
-            # A turn the thread's previous runner left open ends with a visible error; sends
-            # accepted but never transcribed (a crash, a restart, a dead owner) go first.
-            await session.close_orphaned_turns()
-            session.recover(await transcript.pending_turns(thread_id))
-            await self._evict_beyond_limit()
-        self.chat_sessions.move_to_end(thread_id)
+        # One creator at a time: two first sends of a thread must not build two sessions, and a
+        # send must not find a session being replaced.
+        async with self._creating:
+            session = self.chat_sessions.get(thread_id)
+            if session is not None and self._outdated("chat", thread_id) and session.is_idle():
+                del self.chat_sessions[thread_id]
+                await self._replaced("chat", thread_id, session)
+                session = None
+            if session is None:
+                session = await self._new_chat_session(thread_id, emit=emit, author=author)
+            self.chat_sessions.move_to_end(thread_id)
+            return session
+
+    async def _new_chat_session(self, thread_id: uuid.UUID, *, emit: Emit, author: str) -> ChatSession:
+        session = ChatSession(
+            thread_id=thread_id,
+            engine=self.engine_factory(),
+            emit=emit,
+            engine_session_id=await transcript.load_engine_session_id(thread_id),
+            author=author,
+        )
+        self.chat_sessions[thread_id] = session
+        self._built["chat", thread_id] = (self.generation, self._engine_name())
+        # A turn the thread's previous runner left open ends with a visible error; sends
+        # accepted but never transcribed (a crash, a restart, a dead owner) go first.
+        await session.close_orphaned_turns()
+        session.recover(await transcript.pending_turns(thread_id))
+        await self._evict_beyond_limit()
         return session
 
     async def _evict_beyond_limit(self) -> None:
@@ -61,10 +118,12 @@ class ChatSessionPool:
             idle = next((t for t, s in self.chat_sessions.items() if not s.is_busy() and not s.queue), None)
             if idle is None:
                 return
+            self._built.pop(("chat", idle), None)
             await self.chat_sessions.pop(idle).stop()
 
     async def evict(self, thread_id: uuid.UUID) -> None:
         session = self.chat_sessions.pop(thread_id, None)
+        self._built.pop(("chat", thread_id), None)
         if session is not None:
             await session.stop()
 
@@ -76,6 +135,10 @@ class ChatSessionPool:
             if self.active_thread is not None and self.active_thread != thread_id:
                 await self.thread_sessions[self.active_thread].park()
             session = self.thread_sessions.get(thread_id)
+            if session is not None and self._outdated("thread", thread_id) and not session.is_busy():
+                del self.thread_sessions[thread_id]
+                await self._replaced("thread", thread_id, session)
+                session = None
             if session is None:
                 session = ChatThreadSession(
                     thread_id=thread_id,
@@ -84,6 +147,7 @@ class ChatSessionPool:
                     author=author,
                 )
                 self.thread_sessions[thread_id] = session
+                self._built["thread", thread_id] = (self.generation, self._engine_name())
             self.active_thread = thread_id
             return session
 
@@ -113,10 +177,15 @@ class Pools:
         self._pools: dict[uuid.UUID, ChatSessionPool] = {}
 
     def for_box(self, box_id: uuid.UUID, engine: str, options: dict[str, Any]) -> ChatSessionPool:
+        """The box's pool, built or reconfigured for ``engine`` and ``options`` (the box as
+        the caller just read it)."""
+        config: EngineConfig = (engine, copy.deepcopy(options))
         with self._lock:
             pool = self._pools.get(box_id)
             if pool is None:
-                pool = self._pools[box_id] = ChatSessionPool(box_id, lambda: get_engine(engine, options))
+                pool = self._pools[box_id] = ChatSessionPool(box_id, _factory(config), config=config)
+            elif pool.config != config:
+                pool.reconfigure(_factory(config), config)
             return pool
 
     def all(self) -> list[ChatSessionPool]:
@@ -133,6 +202,11 @@ class Pools:
     def clear(self) -> None:
         with self._lock:
             self._pools.clear()
+
+
+def _factory(config: EngineConfig) -> EngineFactory:
+    engine, options = config
+    return lambda: get_engine(engine, options)
 
 
 pools = Pools()

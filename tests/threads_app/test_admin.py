@@ -1,16 +1,20 @@
 """The admin pages used to inspect conversations and session records."""
 
+import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
+from html import unescape
+from typing import Any
 
 import pytest
 from django.test import Client
 from django.utils import timezone
 
 from sessions_app.models import SocketSession
-from threads_app.models import Step
-from threads_app.services import ensure_thread, upsert_step
+from sessions_app.runtime.engines import ENGINES
+from threads_app.models import AcceptedMessage, Box, Step, Thread
+from threads_app.services import default_box_for, ensure_thread, upsert_step
 
 pytestmark = pytest.mark.django_db
 
@@ -211,3 +215,199 @@ def test_admin_requires_staff(client, alice):  # type: ignore[no-untyped-def]
     response = client.get("/admin/threads_app/thread/")
     assert response.status_code == 302
     assert "/login/" in response["Location"]
+
+
+# --- boxes: engine choice and options, read-only runtime fields, the webhook secret ----------------
+
+
+def box_form(box: Box, **changes: Any) -> dict[str, Any]:
+    """The box change form's fields as the admin page posts them."""
+    data = {
+        "owner": box.owner_id,
+        "name": box.name,
+        "engine": box.engine,
+        "engine_options": json.dumps(box.engine_options),
+        "webhook_url": box.webhook_url,
+        "_save": "Save",
+    }
+    for key, value in changes.items():
+        data[key] = json.dumps(value) if key == "engine_options" else value
+    return data
+
+
+def change_url(box: Box) -> str:
+    return f"/admin/threads_app/box/{box.pk}/change/"
+
+
+def test_box_engine_is_a_choice_of_the_registered_engines(admin_client_, alice):
+    box = default_box_for(alice)
+    html = admin_client_.get(change_url(box)).content.decode()
+    select = re.search(r'<select name="engine".*?</select>', html, flags=re.S)
+    assert select is not None
+    assert re.findall(r'<option value="([^"]*)"', select.group(0)) == list(ENGINES)
+
+    response = admin_client_.post(change_url(box), box_form(box, engine="opneai"))
+
+    assert response.status_code == 200
+    assert "Select a valid choice" in response.content.decode()
+    box.refresh_from_db()
+    assert box.engine == "echo"
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "error"),
+    [
+        ("openai", {"base_url": "not a url", "model": "m"}, "base_url: must be an http(s) URL"),
+        ("openai", {"base_url": "http://127.0.0.1:8080/v1"}, "model: required"),
+        ("openai", {"model": "m", "temperature": "hot"}, "temperature: must be a number"),
+        ("openai", {"model": "m", "api_key": 42}, "api_key: must be a string"),
+        ("openai", {"model": "m", "modle": "x"}, "modle: unknown option"),
+        ("echo", {"slow": "fast"}, "slow: must be a number"),
+        ("echo", {"slow": -1}, "slow: must be at least 0"),
+        ("claude", {"permission_mode": "yolo"}, "permission_mode: must be one of"),
+        ("claude", {"sdk_options": {"resume": "abc"}}, "sdk_options: may not set resume"),
+        ("claude", {"sdk_options": {"model": "x"}}, "sdk_options: may not set model"),
+        ("claude", {"sdk_options": {"max_turnz": 3}}, "sdk_options: unknown ClaudeAgentOptions field"),
+        ("echo", ["slow"], "must be a JSON object"),
+    ],
+)
+def test_bad_engine_options_are_a_form_error_naming_the_key(admin_client_, alice, engine, options, error):
+    box = default_box_for(alice)
+
+    response = admin_client_.post(change_url(box), box_form(box, engine=engine, engine_options=options))
+
+    assert response.status_code == 200
+    assert error in unescape(response.content.decode())
+    box.refresh_from_db()
+    assert (box.engine, box.engine_options) == ("echo", {})
+
+
+def test_valid_engine_options_are_saved(admin_client_, alice):
+    box = default_box_for(alice)
+    options = {"base_url": "http://vllm:8000/v1", "model": "llama", "temperature": 0.2, "max_retries": 0}
+
+    response = admin_client_.post(change_url(box), box_form(box, engine="openai", engine_options=options))
+
+    assert response.status_code == 302
+    box.refresh_from_db()
+    assert (box.engine, box.engine_options) == ("openai", options)
+    # An empty options field means no options.
+    response = admin_client_.post(change_url(box), {**box_form(box, engine="echo"), "engine_options": ""})
+    assert response.status_code == 302
+    box.refresh_from_db()
+    assert (box.engine, box.engine_options) == ("echo", {})
+
+
+def test_changing_the_engine_forgets_the_threads_engine_conversations(admin_client_, alice):
+    box = default_box_for(alice)
+    thread, _ = ensure_thread(alice, uuid.uuid4(), name="resumable")
+    Thread.objects.filter(pk=thread.pk).update(engine_session_id="echo-conversation")
+
+    admin_client_.post(change_url(box), box_form(box, engine_options={"slow": 0.01}))
+    thread.refresh_from_db()
+    assert thread.engine_session_id == "echo-conversation"  # same engine: the conversation goes on
+
+    admin_client_.post(change_url(box), box_form(box, engine="openai", engine_options={"model": "m"}))
+    thread.refresh_from_db()
+    assert thread.engine_session_id == ""  # openai cannot resume the echo engine's conversation
+
+
+def test_box_runtime_fields_are_read_only_and_the_secret_never_shown(admin_client_, alice):
+    box = default_box_for(alice)
+    Box.objects.filter(pk=box.pk).update(runtime_owner="specific.owner!1")
+    box.refresh_from_db()
+    secret = box.webhook_secret
+    assert secret
+
+    for url in (change_url(box), "/admin/threads_app/box/"):
+        html = admin_client_.get(url).content.decode()
+        assert secret not in html
+        assert 'name="webhook_secret"' not in html
+        assert 'name="runtime_owner"' not in html and 'name="runtime_heartbeat"' not in html
+    assert "specific.owner!1" in admin_client_.get(change_url(box)).content.decode()  # shown, not editable
+
+    response = admin_client_.post(
+        change_url(box),
+        {**box_form(box), "runtime_owner": "", "webhook_secret": "chosen", "id": str(uuid.uuid4())},
+    )
+
+    assert response.status_code == 302
+    box.refresh_from_db()
+    assert (box.runtime_owner, box.webhook_secret) == ("specific.owner!1", secret)
+
+
+def test_rotating_the_webhook_secret_shows_the_new_one_once(admin_client_, alice, bob):
+    boxes = [default_box_for(alice), default_box_for(bob)]
+    old = {box.pk: box.webhook_secret for box in boxes}
+
+    response = admin_client_.post(
+        "/admin/threads_app/box/",
+        {"action": "rotate_webhook_secret", "_selected_action": [str(boxes[0].pk)]},
+    )
+
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    shown = re.findall(r'<code class="webhook-secret">([0-9a-f]+)</code>', response.content.decode())
+    rotated, untouched = Box.objects.get(pk=boxes[0].pk), Box.objects.get(pk=boxes[1].pk)
+    assert shown == [rotated.webhook_secret]
+    assert rotated.webhook_secret != old[rotated.pk]
+    assert untouched.webhook_secret == old[untouched.pk]
+    # Once: no later page carries it.
+    for url in ("/admin/threads_app/box/", change_url(rotated)):
+        assert rotated.webhook_secret not in admin_client_.get(url).content.decode()
+
+
+def test_thread_and_step_runtime_fields_are_read_only(admin_client_, alice):
+    thread, _ = ensure_thread(alice, uuid.uuid4(), name="kept")
+    step = upsert_step(thread.id, uuid.uuid4(), type="user_message", output="hi")
+    Thread.objects.filter(pk=thread.pk).update(engine_session_id="conv-1")
+    thread.refresh_from_db()
+
+    html = admin_client_.get(f"/admin/threads_app/thread/{thread.pk}/change/").content.decode()
+    for field in ("engine_session_id", "last_seq", "box", "owner"):
+        assert f'name="{field}"' not in html
+    response = admin_client_.post(
+        f"/admin/threads_app/thread/{thread.pk}/change/",
+        {
+            "name": "renamed",
+            "metadata": "{}",
+            "chat_profile": "",
+            "chat_settings": "{}",
+            "engine_session_id": "forged",
+            "last_seq": "999",
+            "steps-TOTAL_FORMS": "1",
+            "steps-INITIAL_FORMS": "1",
+            "steps-0-id": str(step.pk),
+            "steps-0-thread": str(thread.pk),
+            "_save": "Save",
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    thread.refresh_from_db()
+    assert (thread.name, thread.engine_session_id, thread.last_seq) == ("renamed", "conv-1", 1)
+
+    html = admin_client_.get(f"/admin/threads_app/step/{step.pk}/change/").content.decode()
+    for field in ("seq", "thread", "parent_id", "created_at"):
+        assert f'name="{field}"' not in html
+
+
+@pytest.mark.parametrize("kind", ["sessions_app/socketsession", "threads_app/acceptedmessage"])
+def test_runtime_records_are_view_only(admin_client_, alice, kind):
+    thread, _ = ensure_thread(alice, uuid.uuid4(), name="records")
+    if kind.endswith("socketsession"):
+        record: Any = SocketSession.objects.create(id=uuid.uuid4(), user=alice, thread_id=thread.pk)
+    else:
+        record = AcceptedMessage.objects.create(
+            id=uuid.uuid4(), thread=thread, box=thread.box, author=alice, text="queued"
+        )
+    url = f"/admin/{kind}/{record.pk}/change/"
+
+    response = admin_client_.get(url)
+    assert response.status_code == 200
+    assert "<input" not in re.sub(
+        r'<input type="hidden"[^>]*>|<input[^>]*name="q"[^>]*>',
+        "",
+        response.content.decode().split('id="content-main"')[1],
+    )
+    assert admin_client_.post(url, {"ended": "on", "state": "failed"}).status_code == 403
+    assert admin_client_.get(f"/admin/{kind}/add/").status_code == 403

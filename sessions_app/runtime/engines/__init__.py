@@ -1,25 +1,48 @@
-"""Engines: the things that answer. ``get_engine(name, options)`` builds one for a box."""
+"""Engines: the things that answer. ``get_engine(name, options)`` builds one for a box.
 
+``ENGINES`` maps each engine a box can name (``Box.Engine``, the record's choices) to its
+class; ``get_engine`` and the admin form read it. Each engine class declares its ``OPTIONS`` (``engines.options``);
+modules are imported on first use, since the SDKs behind ``openai`` and ``claude`` are heavy.
+"""
+
+from importlib import import_module
 from typing import Any
 
 from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
+from sessions_app.runtime.engines.options import Schema, validate
+
+# name -> "module:class"
+ENGINES: dict[str, str] = {
+    "echo": "sessions_app.runtime.engines.echo:EchoEngine",
+    "openai": "sessions_app.runtime.engines.openai_engine:OpenAIEngine",
+    "claude": "sessions_app.runtime.engines.claude_engine:ClaudeEngine",
+}
+
+
+def engine_class(name: str) -> Any:
+    if name not in ENGINES:
+        raise EngineError(f"unknown engine {name!r}")
+    module, _, cls = ENGINES[name].partition(":")
+    return getattr(import_module(module), cls)
 
 
 def get_engine(name: str, options: dict[str, Any] | None = None) -> Engine:
-    options = options or {}
-    if name == "echo":
-        from sessions_app.runtime.engines.echo import EchoEngine
-
-        return EchoEngine(options)
-    if name == "openai":
-        from sessions_app.runtime.engines.openai_engine import OpenAIEngine
-
-        return OpenAIEngine(options)
-    if name == "claude":
-        from sessions_app.runtime.engines.claude_engine import ClaudeEngine
-
-        return ClaudeEngine(options)
-    raise EngineError(f"unknown engine {name!r}")
+    engine: Engine = engine_class(name)(options or {})
+    return engine
 
 
-__all__ = ["Engine", "EngineError", "Run", "UserTurn", "get_engine"]
+def option_errors(name: str, options: Any) -> dict[str, str]:
+    """What is wrong with ``options`` for engine ``name``, by option key; empty when valid."""
+    schema: Schema = engine_class(name).OPTIONS
+    return validate(schema, options)
+
+
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineError",
+    "Run",
+    "UserTurn",
+    "get_engine",
+    "option_errors",
+]

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import typing
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
@@ -43,6 +44,7 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ClaudeSDKClient,
     ConversationResetMessage,
+    PermissionMode,
     RateLimitEvent,
     ResultMessage,
     ServerToolResultBlock,
@@ -60,6 +62,7 @@ from claude_agent_sdk import (
 )
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
+from sessions_app.runtime.engines.options import Option, not_blank, one_of, positive
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,27 @@ CLOSE_TIMEOUT = 30.0
 ABORTED_REASONS = frozenset({"aborted_streaming", "aborted_tools"})
 # ``ClaudeAgentOptions`` fields the engine sets itself; ``sdk_options`` may not override them.
 RESERVED_SDK_OPTIONS = frozenset({"resume", "session_id", "include_partial_messages", "stderr"})
+# Fields ``agent_options`` passes from the box's top-level options: ``sdk_options`` repeating
+# one would pass it twice.
+TOP_LEVEL_SDK_OPTIONS = frozenset(
+    {"model", "cwd", "cli_path", "system_prompt", "permission_mode", "env", "max_buffer_size"}
+)
+SDK_FIELDS = frozenset(f.name for f in dataclasses.fields(ClaudeAgentOptions))
+
+
+def _sdk_options_error(value: dict[str, Any]) -> str | None:
+    if reserved := sorted(RESERVED_SDK_OPTIONS & set(value)):
+        return f"may not set {', '.join(reserved)}: the engine sets them itself"
+    if top_level := sorted(TOP_LEVEL_SDK_OPTIONS & set(value)):
+        return f"may not set {', '.join(top_level)}: set them as options of their own"
+    if unknown := sorted(set(value) - SDK_FIELDS):
+        return f"unknown ClaudeAgentOptions field(s): {', '.join(unknown)}"
+    return None
+
+
+def _env_error(value: dict[str, Any]) -> str | None:
+    bad = sorted(k for k, v in value.items() if not isinstance(v, str | int | float) or isinstance(v, bool))
+    return f"values must be strings or numbers ({', '.join(bad)})" if bad else None
 
 
 class ClaudeEngine:
@@ -83,6 +107,18 @@ class ClaudeEngine:
     preset when no ``system_prompt`` is given), ``permission_mode``, ``env`` (extra environment
     for the CLI), ``max_buffer_size``, and ``sdk_options`` (any other ``ClaudeAgentOptions``
     field, passed through)."""
+
+    OPTIONS = {
+        "cli_path": Option("string", check=not_blank),
+        "model": Option("string", check=not_blank),
+        "cwd": Option("string", check=not_blank),
+        "system_prompt": Option("string or object"),
+        "append_system_prompt": Option("string"),
+        "permission_mode": Option("string", check=one_of(*typing.get_args(PermissionMode))),
+        "env": Option("object", check=_env_error),
+        "max_buffer_size": Option("integer", check=positive),
+        "sdk_options": Option("object", check=_sdk_options_error),
+    }
 
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = dict(options)

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
+from sessions_app.runtime.engines.options import Option, at_least, not_blank
 
 # Lines carry whole messages; a user turn with photos is megabytes long.
 LINE_LIMIT = 64 * 1024 * 1024
@@ -19,6 +20,12 @@ READ_CHUNK = 256 * 1024
 
 
 class EchoEngine:
+    OPTIONS = {
+        "slow": Option("number", check=at_least(0)),  # seconds between streamed words
+        "coalesce": Option("boolean"),  # merge stream deltas already waiting in the pipe
+        "state_dir": Option("string", check=not_blank),  # default: ECHO_STATE_DIR
+    }
+
     def __init__(self, options: dict[str, Any]) -> None:
         self.slow = float(options.get("slow", 0.0))
         self.coalesce = bool(options.get("coalesce", True))

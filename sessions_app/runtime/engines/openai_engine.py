@@ -29,6 +29,7 @@ from channels.db import database_sync_to_async
 from openai import AsyncOpenAI
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
+from sessions_app.runtime.engines.options import Option, at_least, http_url, not_blank, positive
 from threads_app.models import Thread
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,20 @@ async def load_history_from_db(engine_session_id: str) -> list[dict[str, Any]]:
 
 class OpenAIEngine:
     """Builds runs against one OpenAI-compatible endpoint (a box's ``engine_options``)."""
+
+    # ``history_loader`` is an argument, not an option: a box's options are JSON.
+    OPTIONS = {
+        "base_url": Option("string", check=http_url),
+        "api_key": Option("string"),
+        # Required here (the engine alone defaults to DEFAULT_MODEL): a local server's model
+        # has another name, and an operator should see which model a box talks to.
+        "model": Option("string", required=True, check=not_blank),
+        "system_prompt": Option("string"),
+        "temperature": Option("number", check=lambda v: None if 0 <= v <= 2 else "must be between 0 and 2"),
+        "max_retries": Option("integer", check=at_least(0)),
+        "timeout": Option("number", check=positive),
+        "close_grace": Option("number", check=at_least(0)),
+    }
 
     def __init__(self, options: dict[str, Any], *, history_loader: HistoryLoader | None = None) -> None:
         self.base_url: str | None = options.get("base_url") or None

@@ -6,7 +6,7 @@ import pytest
 
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.phases import Phase
-from sessions_app.runtime.pool import ChatSessionPool
+from sessions_app.runtime.pool import ChatSessionPool, Pools
 from sessions_app.runtime.thread_session import SessionBusy
 from tests.sessions_app.runtime.conftest import accept, transcript
 
@@ -79,3 +79,41 @@ async def test_thread_sessions_deliver_complete_responses_with_tool_steps(make_t
     )
     assert failed.is_error and failed.outcome == "error"
     await pool.close()
+
+
+async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_the_session(
+    make_thread, sink, tmp_path, settings
+):
+    settings.ECHO_STATE_DIR = tmp_path / "echo"
+    thread = await make_thread()
+    pools_ = Pools()
+    before, after = {"state_dir": str(tmp_path / "before")}, {"state_dir": str(tmp_path / "after")}
+    pool = pools_.for_box(thread.box_id, "echo", before)
+    old = await pool.chat_session(thread.id, emit=sink)
+    old.submit_soon(UserTurn("!slow 0.05\nslow words in flight", accepted_ids=[await accept(thread, "s")]))
+    await wait_for(old.is_busy)
+
+    # The box changed mid-turn (as the admin would): the same pool, reconfigured.
+    assert pools_.for_box(thread.box_id, "echo", after) is pool
+    assert await pool.chat_session(thread.id, emit=sink) is old  # not cut mid-turn
+    await wait_for(lambda: not old.is_busy())
+    assert [s.output for s in await transcript(thread)][-1] == "Echo #1: slow words in flight"
+
+    new = await pool.chat_session(thread.id, emit=sink)
+    assert new is not old and old.runs_open == 0
+    await new.submit(UserTurn("next", accepted_ids=[await accept(thread, "next")]))
+    await wait_for(lambda: not new.is_busy())
+    # Same engine: the conversation id is kept; the new state directory knows no turns of it.
+    assert new.engine_session_id == old.engine_session_id
+    assert [s.output for s in await transcript(thread)][-1] == "Echo #1: next"
+    assert (tmp_path / "after" / f"{new.engine_session_id}.json").exists()
+    assert await pool.chat_session(thread.id, emit=sink) is new  # unchanged box: kept
+    await pool.close()
+
+
+async def wait_for(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition never held"
+        await asyncio.sleep(0.02)
