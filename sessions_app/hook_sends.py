@@ -15,17 +15,21 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Q
 
+from sessions_app.accepting import accept_send
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
-from sessions_app.thread_bus import publish_accepted
+from threads_app import selectors
 from threads_app.models import AcceptedMessage, Thread
-from threads_app.services import accept_message, record_queued, revive_failed, take_over_send
+from threads_app.services import (
+    fail_pending_sends_of_session,
+    record_queued,
+    take_over_send,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,21 +38,19 @@ async def accept_and_answer(
     live: LiveSession, thread: Thread, message_id: uuid.UUID, text: str, *, retry: bool = False
 ) -> dict[str, Any]:
     """Accept a hooks-API send and queue its turn; answered once the row is committed."""
-    me = await mailbox.channel()
-    accepted, created = await database_sync_to_async(accept_message)(
-        message_id=message_id,
+    acceptance = await accept_send(
         thread=thread,
         author=live.user,
+        message_id=message_id,
         text=text,
         source=AcceptedMessage.Source.HOOK,
         session_id=live.id,
-        holder=me,
+        holder=await mailbox.channel(),
+        retry=retry,
     )
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
-    revived = not created and retry and await database_sync_to_async(revive_failed)(message_id, holder=me)
-    if not created and not revived:  # a repeat (a resend after a lost ack): the same answer
-        return {**answer, "queued": bool(accepted.queued)}
-    await publish_accepted(accepted, author=live.user.get_username(), image_count=0)
+    if not acceptance.fresh:  # a repeat (a resend after a lost ack): the same answer
+        return {**answer, "queued": bool(acceptance.record.queued)}
     queued = live.answer_send(message_id, text)
     await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
@@ -70,14 +72,7 @@ async def drop_waiting(live: LiveSession, reason: str) -> list[uuid.UUID]:
 
 def _orphans(session_ids: list[uuid.UUID]) -> list[AcceptedMessage]:
     """Hooks-API sends of these sessions that no live process holds and that are not settled."""
-    return list(
-        AcceptedMessage.objects.filter(source=AcceptedMessage.Source.HOOK, session_id__in=session_ids)
-        .filter(
-            Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome="")
-        )
-        .exclude(holder__in=live_addresses())
-        .order_by("accepted_at")
-    )
+    return selectors.orphaned_hook_sends(session_ids, live_holders=live_addresses())
 
 
 async def recover(sessions: list[LiveSession]) -> int:
@@ -118,10 +113,4 @@ async def _close_cut_turn(live: LiveSession, message_id: uuid.UUID) -> None:
 async def fail_unanswered(live: LiveSession) -> None:
     """The session ended: its sends that never got a turn can no longer be answered."""
     live.drop_waiting()
-    await database_sync_to_async(_fail_pending_of)(live.id)
-
-
-def _fail_pending_of(session_id: uuid.UUID) -> None:
-    AcceptedMessage.objects.filter(
-        source=AcceptedMessage.Source.HOOK, session_id=session_id, state=AcceptedMessage.State.PENDING
-    ).update(state=AcceptedMessage.State.FAILED, failure=AcceptedMessage.Failure.SERVER, holder="")
+    await database_sync_to_async(fail_pending_sends_of_session)(live.id, AcceptedMessage.Failure.SERVER)

@@ -22,7 +22,6 @@ from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from sessions_app import hook_sends
@@ -33,37 +32,21 @@ from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses
 from sessions_app.runtime import chats
 from sessions_app.runtime.ownership import owner_of
-from threads_app.models import AcceptedMessage
+from threads_app import selectors
 
 logger = logging.getLogger(__name__)
 
 # A pending send younger than this is probably being handed over right now.
 HAND_OVER_GRACE = timedelta(seconds=1)
-BATCH = 200
 
 
 def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
     """``(box, thread, author)`` of chat sends this process should look after: pending for a
     moment, or transcribed with no outcome, in boxes owned by this process or by a process
     that is gone."""
-    open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=timezone.now() - HAND_OVER_GRACE) | Q(
-        state=AcceptedMessage.State.TRANSCRIBED, outcome=""
+    return selectors.chat_threads_to_recover(
+        me, live_owners=live_addresses(), settled_before=timezone.now() - HAND_OVER_GRACE
     )
-    rows = (
-        AcceptedMessage.objects.filter(
-            open_sends, source=AcceptedMessage.Source.CHAT, thread__deleted_at=None
-        )
-        # Boxes no process ever ran are nobody's business here (their sends are handed over
-        # as they are accepted); boxes whose owner died or stopped are.
-        .filter(
-            Q(box__runtime_owner=me)
-            | (~Q(box__runtime_owner="") & ~Q(box__runtime_owner__in=live_addresses()))
-        )
-        .values_list("box_id", "thread_id", "author__username")
-        .order_by()
-        .distinct()[:BATCH]
-    )
-    return list(rows)
 
 
 async def recover_once() -> int:

@@ -35,16 +35,11 @@ from sessions_app.processes import heartbeat
 from sessions_app.recovery import recovery_loop
 from sessions_app.runtime.ownership import known_owners, release_all
 from sessions_app.runtime.pool import pools
-from threads_app.models import AcceptedMessage
+from threads_app.services import release_sends_held_by
 
 logger = logging.getLogger(__name__)
 
 POLL = 0.05
-
-
-def _release_sends(me: str) -> int:
-    """Sends this process holds that never began their turn: free for another process."""
-    return AcceptedMessage.objects.filter(holder=me, state=AcceptedMessage.State.PENDING).update(holder="")
 
 
 def _busy() -> bool:
@@ -69,7 +64,7 @@ async def shut_down(grace: float) -> None:
     for live in live_sessions.all():
         live.drop_waiting()
     if me:
-        await database_sync_to_async(_release_sends)(me)
+        await database_sync_to_async(release_sends_held_by)(me)
 
     # Sockets first: their clients reconnect to another process at once and keep receiving
     # what the turns still running here emit, through the channel layer.
@@ -102,7 +97,7 @@ async def shut_down(grace: float) -> None:
     logger.info("shutdown: releasing claims")
     if me:
         await database_sync_to_async(release_all)(me)
-        await database_sync_to_async(_release_sends)(me)
+        await database_sync_to_async(release_sends_held_by)(me)
         await database_sync_to_async(heartbeat.unregister)()
     known_owners.clear()
     logger.info("shutdown complete")

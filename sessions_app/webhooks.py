@@ -38,7 +38,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 
 from sessions_app import webhook_targets
-from threads_app.models import Box, new_webhook_secret
+from threads_app.models import Box
+from threads_app.services import ensure_webhook_secret
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +95,7 @@ async def _read_capped(response: aiohttp.ClientResponse, limit: int) -> int:
 def _secret_of(box: Box) -> str:
     """The box's signing key; one is generated (once, also under concurrency) when empty."""
     if not box.webhook_secret:
-        Box.objects.filter(pk=box.pk, webhook_secret="").update(webhook_secret=new_webhook_secret())
-        box.webhook_secret = Box.objects.filter(pk=box.pk).values_list("webhook_secret", flat=True).get()
+        box.webhook_secret = ensure_webhook_secret(box.pk)
     return box.webhook_secret
 
 

@@ -183,3 +183,91 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
     pending, failed = open_sends(thread.pk)
     entries = step_dicts(thread.pk) if limit is None else last_step_dicts(thread.pk, limit)
     return {"thread": thread_summary(thread), "entries": entries, "pending": pending, "failed": failed}
+
+
+# --- accepted sends, for the runtime ------------------------------------------------------------
+
+OPEN_SEND = Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome="")
+
+
+def pending_sends(thread_id: uuid.UUID) -> list[AcceptedMessage]:
+    """The thread's chat sends no user step has transcribed yet, oldest first (integration and
+    hooks sends belong to other runners)."""
+    return list(
+        AcceptedMessage.objects.filter(
+            thread_id=thread_id, state=AcceptedMessage.State.PENDING, source=AcceptedMessage.Source.CHAT
+        ).order_by("accepted_at")
+    )
+
+
+def unsettled_turns(thread_id: uuid.UUID) -> list[list[uuid.UUID]]:
+    """The thread's chat turns that began (their sends transcribed) but never ended. One list
+    of accepted ids per turn (the sends one user step carries)."""
+    rows = AcceptedMessage.objects.filter(
+        thread_id=thread_id,
+        state=AcceptedMessage.State.TRANSCRIBED,
+        outcome="",
+        source=AcceptedMessage.Source.CHAT,
+    ).order_by("accepted_at")
+    turns: dict[uuid.UUID | None, list[uuid.UUID]] = {}
+    for accepted_id, step_id in rows.values_list("id", "step_id"):
+        turns.setdefault(step_id, []).append(accepted_id)
+    return list(turns.values())
+
+
+def chat_threads_to_recover(me: str, *, live_owners: Any, settled_before: datetime) -> list[tuple[Any, ...]]:
+    """``(box, thread, author username)`` of open chat sends in boxes owned by ``me`` or by a
+    process not among ``live_owners``: pending since before ``settled_before``, or transcribed
+    with no outcome. Boxes no process ever ran are left out (their sends are handed over as
+    they are accepted)."""
+    open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=settled_before) | Q(
+        state=AcceptedMessage.State.TRANSCRIBED, outcome=""
+    )
+    rows = (
+        AcceptedMessage.objects.filter(
+            open_sends, source=AcceptedMessage.Source.CHAT, thread__deleted_at=None
+        )
+        .filter(
+            Q(box__runtime_owner=me) | (~Q(box__runtime_owner="") & ~Q(box__runtime_owner__in=live_owners))
+        )
+        .values_list("box_id", "thread_id", "author__username")
+        .order_by()
+        .distinct()[:200]
+    )
+    return list(rows)
+
+
+def orphaned_hook_sends(session_ids: list[uuid.UUID], *, live_holders: Any) -> list[AcceptedMessage]:
+    """Open hooks-API sends of these sessions whose holder is not among ``live_holders``."""
+    return list(
+        AcceptedMessage.objects.filter(
+            OPEN_SEND, source=AcceptedMessage.Source.HOOK, session_id__in=session_ids
+        )
+        .exclude(holder__in=live_holders)
+        .order_by("accepted_at")
+    )
+
+
+def engine_session_id_of(thread_id: uuid.UUID) -> str:
+    return Thread.objects.filter(pk=thread_id).values_list("engine_session_id", flat=True).first() or ""
+
+
+def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
+    """The user and assistant messages (``type``, ``output``, ``content``) of the thread that
+    carries ``engine_session_id``, in order, without Tether's own error notes: what an engine
+    that keeps no history of its own replays to resume the conversation."""
+    thread = Thread.objects.filter(engine_session_id=engine_session_id).order_by("-updated_at").first()
+    if thread is None:
+        return []
+    steps = thread.steps.filter(type__in=["user_message", "assistant_message"], is_error=False).order_by(
+        "seq"
+    )
+    return list(steps.values("type", "output", "content"))
+
+
+def accepted_exists(message_id: uuid.UUID) -> bool:
+    return AcceptedMessage.objects.filter(pk=message_id).exists()
+
+
+def box_by_id(box_id: uuid.UUID) -> Box | None:
+    return Box.objects.filter(pk=box_id).first()

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
@@ -202,3 +203,108 @@ def rotate_webhook_secret(box: Box) -> str:
     box.webhook_secret = new_webhook_secret()
     Box.objects.filter(pk=box.pk).update(webhook_secret=box.webhook_secret)
     return box.webhook_secret
+
+
+# --- accepted sends through their turn -----------------------------------------------------------
+
+
+def transcribe_user_turn(
+    thread_id: uuid.UUID,
+    step_id: uuid.UUID,
+    *,
+    author: str,
+    text: str,
+    content: list[dict[str, Any]],
+    accepted_ids: list[uuid.UUID],
+) -> Step:
+    """The user step of a turn, and the sends it carries marked transcribed, in one transaction."""
+    with transaction.atomic():
+        step = upsert_step(
+            thread_id,
+            step_id,
+            type="user_message",
+            name=author,
+            output=text,
+            content=content,
+            metadata={"acceptedIds": [str(i) for i in accepted_ids]},
+            start=timezone.now(),
+        )
+        if accepted_ids:
+            AcceptedMessage.objects.filter(pk__in=accepted_ids).update(
+                state=AcceptedMessage.State.TRANSCRIBED, step=step
+            )
+    return step
+
+
+def settle_sends(accepted_ids: list[uuid.UUID], outcome: str) -> None:
+    """Record how the turn that transcribed these sends ended (replied, interrupted, error)."""
+    AcceptedMessage.objects.filter(pk__in=accepted_ids, outcome="").update(outcome=outcome, holder="")
+
+
+def fail_sends(accepted_ids: list[uuid.UUID], failure: str) -> None:
+    """Pending sends that will never be transcribed, with the reason the UI shows."""
+    AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING).update(
+        state=AcceptedMessage.State.FAILED, failure=failure, holder=""
+    )
+
+
+def fail_pending_sends_of_session(session_id: uuid.UUID, failure: str) -> None:
+    """A hooks-API session ended: its sends that never got a turn cannot be answered."""
+    AcceptedMessage.objects.filter(
+        source=AcceptedMessage.Source.HOOK, session_id=session_id, state=AcceptedMessage.State.PENDING
+    ).update(state=AcceptedMessage.State.FAILED, failure=failure, holder="")
+
+
+def release_sends_held_by(holder: str) -> int:
+    """Pending sends a stopping process holds: free for another process to take."""
+    return AcceptedMessage.objects.filter(holder=holder, state=AcceptedMessage.State.PENDING).update(
+        holder=""
+    )
+
+
+def finish_tool_step(step_id: uuid.UUID, *, output: str, is_error: bool) -> Step | None:
+    step = Step.objects.filter(pk=step_id).first()
+    if step is None:
+        return None
+    step.output = output
+    step.is_error = is_error
+    step.end = timezone.now()
+    step.save(update_fields=["output", "is_error", "end"])
+    return step
+
+
+def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None:
+    Thread.objects.filter(pk=thread_id).update(engine_session_id=engine_session_id)
+
+
+# --- boxes and the process that runs them ---------------------------------------------------------
+
+
+def claim_box(box_id: uuid.UUID, me: str, *, live_owners: Any) -> str:
+    """Take the box if it is free, its owner is not among ``live_owners`` (a queryset of
+    addresses), or it is already ``me``'s; return its owner either way."""
+    Box.objects.filter(
+        Q(runtime_owner="") | Q(runtime_owner=me) | ~Q(runtime_owner__in=live_owners),
+        pk=box_id,
+    ).update(runtime_owner=me, runtime_heartbeat=timezone.now())
+    return Box.objects.filter(pk=box_id).values_list("runtime_owner", flat=True).get()
+
+
+def release_boxes(me: str) -> int:
+    """Give up the boxes ``me`` owns that have no open chat send; a box with open sends keeps
+    the address, so that once ``me`` is gone its sends are recovered elsewhere."""
+    open_sends = AcceptedMessage.objects.filter(
+        Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome=""),
+        source=AcceptedMessage.Source.CHAT,
+    ).values("box_id")
+    return (
+        Box.objects.filter(runtime_owner=me)
+        .exclude(pk__in=open_sends)
+        .update(runtime_owner="", runtime_heartbeat=None)
+    )
+
+
+def ensure_webhook_secret(box_id: uuid.UUID) -> str:
+    """The box's webhook signing key, generated once (also under concurrency) when empty."""
+    Box.objects.filter(pk=box_id, webhook_secret="").update(webhook_secret=new_webhook_secret())
+    return Box.objects.filter(pk=box_id).values_list("webhook_secret", flat=True).get()

@@ -28,14 +28,15 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 
 from sessions_app import webhooks
+from sessions_app.accepting import accept_send
 from sessions_app.mailbox import MailboxError
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools
 from sessions_app.runtime.routing import at_owner, box_of
 from sessions_app.runtime.thread_session import TurnResponse
-from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
-from threads_app.services import MessageConflict, accept_message, record_queued
+from threads_app.selectors import accepted_exists, box_by_id
+from threads_app.services import MessageConflict, fail_sends, record_queued
 
 logger = logging.getLogger(__name__)
 
@@ -100,18 +101,8 @@ class IntegrationTurns:
 integration_turns = IntegrationTurns()
 
 
-def _accept(
-    thread_id: uuid.UUID, user_id: Any, message_id: uuid.UUID, text: str
-) -> tuple[AcceptedMessage, bool]:
-    thread = Thread.objects.get(pk=thread_id)
-    author = get_user_model().objects.get(pk=user_id)
-    return accept_message(
-        message_id=message_id,
-        thread=thread,
-        author=author,
-        text=text,
-        source=AcceptedMessage.Source.INTEGRATION,
-    )
+def _thread_and_author(thread_id: uuid.UUID, user_id: Any) -> tuple[Thread, Any]:
+    return Thread.objects.get(pk=thread_id), get_user_model().objects.get(pk=user_id)
 
 
 def _busy(box: Box, thread_id: uuid.UUID) -> bool:
@@ -137,38 +128,33 @@ async def accept_here(request: dict[str, Any]) -> str:
         # A repeat of an accepted message is answered as the first time, busy or not.
         if _busy(box, thread_id) and not await _exists(message_id):
             return BUSY
+        thread, author = await database_sync_to_async(_thread_and_author)(thread_id, request["user"])
         try:
-            accepted, created = await database_sync_to_async(_accept)(
-                thread_id, request["user"], message_id, request["text"]
+            acceptance = await accept_send(
+                thread=thread,
+                author=author,
+                message_id=message_id,
+                text=request["text"],
+                source=AcceptedMessage.Source.INTEGRATION,
             )
         except MessageConflict:
             return CONFLICT
-        if not created:
+        if not acceptance.fresh:
             return ACCEPTED
         integration_turns.in_flight.add(thread_id)
     try:
-        await publish_accepted(accepted, author=request["author"], image_count=0)
         await database_sync_to_async(record_queued)(message_id, False)
     finally:
         integration_turns.start(_answer(box.id, thread_id, message_id, request["text"], request["author"]))
     return ACCEPTED
 
 
-@database_sync_to_async
-def _exists(message_id: uuid.UUID) -> bool:
-    return AcceptedMessage.objects.filter(pk=message_id).exists()
+_exists = database_sync_to_async(accepted_exists)
+_fresh_box = database_sync_to_async(box_by_id)
 
 
-@database_sync_to_async
-def _fresh_box(box_id: uuid.UUID) -> Box | None:
-    return Box.objects.filter(pk=box_id).first()
-
-
-@database_sync_to_async
-def _mark_failed(message_id: uuid.UUID) -> None:
-    AcceptedMessage.objects.filter(pk=message_id, state=AcceptedMessage.State.PENDING).update(
-        state=AcceptedMessage.State.FAILED
-    )
+async def _mark_failed(message_id: uuid.UUID) -> None:
+    await database_sync_to_async(fail_sends)([message_id], AcceptedMessage.Failure.ENGINE)
 
 
 async def _answer(

@@ -15,12 +15,10 @@ import threading
 import uuid
 
 from channels.db import database_sync_to_async
-from django.db.models import Q
-from django.utils import timezone
 
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses
-from threads_app.models import AcceptedMessage, Box
+from threads_app import services
 
 # How long this process trusts what it last learned about a box's owner.
 KNOWN_OWNER_TTL = 2.0
@@ -28,26 +26,14 @@ KNOWN_OWNER_TTL = 2.0
 
 def claim_box(box_id: uuid.UUID, me: str) -> str:
     """Take the box if it is free, its owner is dead, or it is already ours; return its owner."""
-    Box.objects.filter(
-        Q(runtime_owner="") | Q(runtime_owner=me) | ~Q(runtime_owner__in=live_addresses()),
-        pk=box_id,
-    ).update(runtime_owner=me, runtime_heartbeat=timezone.now())
-    return Box.objects.filter(pk=box_id).values_list("runtime_owner", flat=True).get()
+    return services.claim_box(box_id, me, live_owners=live_addresses())
 
 
 def release_all(me: str) -> int:
     """Give up every box this process owns (a graceful shutdown). A box with sends still open
     keeps this process's address: once its liveness row is gone that claim is dead, which is
     what tells the recovery loop of a live process to take the box and its sends over."""
-    open_sends = AcceptedMessage.objects.filter(
-        Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome=""),
-        source=AcceptedMessage.Source.CHAT,
-    ).values("box_id")
-    return (
-        Box.objects.filter(runtime_owner=me)
-        .exclude(pk__in=open_sends)
-        .update(runtime_owner="", runtime_heartbeat=None)
-    )
+    return services.release_boxes(me)
 
 
 class KnownOwners:

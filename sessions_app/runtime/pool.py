@@ -206,7 +206,7 @@ class Pools:
 
 def _factory(config: EngineConfig) -> EngineFactory:
     engine, options = config
-    return lambda: get_engine(engine, options)
+    return lambda: get_engine(engine, options, transcript=transcript.engine_conversation)
 
 
 pools = Pools()

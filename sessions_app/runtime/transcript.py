@@ -10,11 +10,10 @@ import uuid
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db import transaction
 from django.utils import timezone
 
 from sessions_app.runtime.engines.base import UserTurn
-from threads_app.models import AcceptedMessage, Step, Thread
+from threads_app import selectors, services
 from threads_app.services import upsert_step
 from threads_app.wire import step_to_dict
 
@@ -33,22 +32,14 @@ def user_step_id(turn: UserTurn) -> uuid.UUID:
 @database_sync_to_async
 def write_user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[str, Any]:
     """Transcribe a turn and mark the acceptance records it carries as transcribed."""
-    step_id = user_step_id(turn)
-    with transaction.atomic():
-        step = upsert_step(
-            thread_id,
-            step_id,
-            type="user_message",
-            name=author,
-            output=turn.text,
-            content=turn.content_blocks(),
-            metadata={"acceptedIds": [str(i) for i in turn.accepted_ids]},
-            start=timezone.now(),
-        )
-        if turn.accepted_ids:
-            AcceptedMessage.objects.filter(pk__in=turn.accepted_ids).update(
-                state=AcceptedMessage.State.TRANSCRIBED, step=step
-            )
+    step = services.transcribe_user_turn(
+        thread_id,
+        user_step_id(turn),
+        author=author,
+        text=turn.text,
+        content=turn.content_blocks(),
+        accepted_ids=turn.accepted_ids,
+    )
     return step_to_dict(step)
 
 
@@ -100,66 +91,30 @@ async def write_tool_call(
 def finish_tool_step(
     thread_id: uuid.UUID, tool_use_id: str, output: str, is_error: bool
 ) -> dict[str, Any] | None:
-    step = Step.objects.filter(pk=engine_step_id(thread_id, tool_use_id)).first()
-    if step is None:
-        return None
-    step.output = output
-    step.is_error = is_error
-    step.end = timezone.now()
-    step.save(update_fields=["output", "is_error", "end"])
-    return step_to_dict(step)
+    step = services.finish_tool_step(engine_step_id(thread_id, tool_use_id), output=output, is_error=is_error)
+    return step_to_dict(step) if step is not None else None
 
 
 @database_sync_to_async
 def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None:
-    Thread.objects.filter(pk=thread_id).update(engine_session_id=engine_session_id)
+    services.save_engine_session_id(thread_id, engine_session_id)
 
 
 @database_sync_to_async
 def load_engine_session_id(thread_id: uuid.UUID) -> str | None:
-    value = Thread.objects.filter(pk=thread_id).values_list("engine_session_id", flat=True).first()
-    return value or None
+    return selectors.engine_session_id_of(thread_id) or None
 
 
 @database_sync_to_async
 def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
-    """The thread's accepted chat sends that no user step has transcribed yet, oldest first
-    (integration sends are not queued: they belong to the thread's integration session)."""
-    pending = AcceptedMessage.objects.filter(
-        thread_id=thread_id, state=AcceptedMessage.State.PENDING, source=AcceptedMessage.Source.CHAT
-    )
+    """The thread's accepted chat sends that no user step has transcribed yet, oldest first."""
     return [
         UserTurn(text=m.text, images=list(m.images), accepted_ids=[m.id])
-        for m in pending.order_by("accepted_at")
+        for m in selectors.pending_sends(thread_id)
     ]
 
 
-@database_sync_to_async
-def mark_failed(accepted_ids: list[uuid.UUID], failure: str) -> None:
-    """Sends that will never be transcribed (a stop dropped them from the queue, say): not
-    pending any more, with the reason the UI shows."""
-    AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING).update(
-        state=AcceptedMessage.State.FAILED, failure=failure, holder=""
-    )
-
-
-@database_sync_to_async
-def settle_turn(accepted_ids: list[uuid.UUID], outcome: str) -> None:
-    """Record how the turn that transcribed these sends ended (replied, interrupted, error)."""
-    AcceptedMessage.objects.filter(pk__in=accepted_ids, outcome="").update(outcome=outcome, holder="")
-
-
-@database_sync_to_async
-def unsettled_turns(thread_id: uuid.UUID) -> list[list[uuid.UUID]]:
-    """The thread's chat turns that began (their sends transcribed) but never ended: the
-    process running them died or stopped mid-turn. One list of accepted ids per turn."""
-    rows = AcceptedMessage.objects.filter(
-        thread_id=thread_id,
-        state=AcceptedMessage.State.TRANSCRIBED,
-        outcome="",
-        source=AcceptedMessage.Source.CHAT,
-    ).order_by("accepted_at")
-    turns: dict[uuid.UUID | None, list[uuid.UUID]] = {}
-    for accepted_id, step_id in rows.values_list("id", "step_id"):
-        turns.setdefault(step_id, []).append(accepted_id)
-    return list(turns.values())
+mark_failed = database_sync_to_async(services.fail_sends)
+settle_turn = database_sync_to_async(services.settle_sends)
+unsettled_turns = database_sync_to_async(selectors.unsettled_turns)
+engine_conversation = database_sync_to_async(selectors.engine_conversation)

@@ -5,6 +5,7 @@ class; ``get_engine`` and the admin form read it. Each engine class declares its
 modules are imported on first use, since the SDKs behind ``openai`` and ``claude`` are heavy.
 """
 
+from collections.abc import Awaitable, Callable
 from importlib import import_module
 from typing import Any
 
@@ -26,8 +27,18 @@ def engine_class(name: str) -> Any:
     return getattr(import_module(module), cls)
 
 
-def get_engine(name: str, options: dict[str, Any] | None = None) -> Engine:
-    engine: Engine = engine_class(name)(options or {})
+def get_engine(
+    name: str,
+    options: dict[str, Any] | None = None,
+    *,
+    transcript: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None,
+) -> Engine:
+    """Build an engine; ``transcript`` reads a conversation's steps by engine session id, for
+    the engines that replay it to resume (``READS_TRANSCRIPT``), so none imports the models."""
+    cls = engine_class(name)
+    if transcript is not None and getattr(cls, "READS_TRANSCRIPT", False):
+        return cls(options or {}, transcript=transcript)  # type: ignore[no-any-return]
+    engine: Engine = cls(options or {})
     return engine
 
 

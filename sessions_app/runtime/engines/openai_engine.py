@@ -25,12 +25,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import openai
-from channels.db import database_sync_to_async
 from openai import AsyncOpenAI
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.options import Option, at_least, http_url, not_blank, positive
-from threads_app.models import Thread
 
 logger = logging.getLogger(__name__)
 
@@ -72,31 +70,37 @@ def _image_url(block: dict[str, Any]) -> str:
     raise ValueError(f"cannot send an image with source type {source.get('type')!r}")
 
 
-def _load_history(engine_session_id: str) -> list[dict[str, Any]]:
-    """The user and assistant messages of the thread that carried ``engine_session_id``.
+def messages_from_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-completions messages from transcript steps (``type``, ``output``, ``content``).
 
-    Error steps (``is_error``: Tether's own notes that a turn failed) and empty messages are
-    left out: the model never said them. User steps keep their images (their ``content``
-    holds the turn's blocks) so a resumed conversation can still refer to them.
+    User steps keep their images (their ``content`` holds the turn's blocks) so a resumed
+    conversation can still refer to them; empty messages are left out.
     """
-    thread = Thread.objects.filter(engine_session_id=engine_session_id).order_by("-updated_at").first()
-    if thread is None:
-        return []
     history: list[dict[str, Any]] = []
-    steps = thread.steps.filter(type__in=list(ROLES), is_error=False).order_by("seq")
-    for step in steps.only("type", "output", "content"):
-        content: str | list[dict[str, Any]] = step.output
-        if step.type == "user_message" and isinstance(step.content, list) and step.content:
+    for step in steps:
+        if step["type"] not in ROLES:
+            continue
+        content: str | list[dict[str, Any]] = step.get("output") or ""
+        blocks = step.get("content")
+        if step["type"] == "user_message" and isinstance(blocks, list) and blocks:
             with contextlib.suppress(ValueError, AttributeError):
-                content = openai_content(step.content)
+                content = openai_content(blocks)
         if content:
-            history.append({"role": ROLES[step.type], "content": content})
+            history.append({"role": ROLES[step["type"]], "content": content})
     return history
 
 
-async def load_history_from_db(engine_session_id: str) -> list[dict[str, Any]]:
-    """The default history loader: Tether's transcript is the conversation's durable record."""
-    return await database_sync_to_async(_load_history)(engine_session_id)
+TranscriptReader = Callable[[str], Awaitable[list[dict[str, Any]]]]
+
+
+def _from(transcript: TranscriptReader | None) -> HistoryLoader:
+    """A history loader reading Tether's transcript (the conversation's durable record); with
+    no transcript reader the engine starts every resumed conversation afresh."""
+
+    async def load(engine_session_id: str) -> list[dict[str, Any]]:
+        return messages_from_steps(await transcript(engine_session_id)) if transcript else []
+
+    return load
 
 
 class OpenAIEngine:
@@ -116,7 +120,16 @@ class OpenAIEngine:
         "close_grace": Option("number", check=at_least(0)),
     }
 
-    def __init__(self, options: dict[str, Any], *, history_loader: HistoryLoader | None = None) -> None:
+    # The pool hands it the transcript of a conversation to resume (``runtime.transcript``).
+    READS_TRANSCRIPT = True
+
+    def __init__(
+        self,
+        options: dict[str, Any],
+        *,
+        history_loader: HistoryLoader | None = None,
+        transcript: TranscriptReader | None = None,
+    ) -> None:
         self.base_url: str | None = options.get("base_url") or None
         self.api_key: str = options.get("api_key") or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_API_KEY
         self.model: str = options.get("model") or DEFAULT_MODEL
@@ -128,7 +141,7 @@ class OpenAIEngine:
         self.timeout: float | None = None if timeout is None else float(timeout)
         self.close_grace: float = float(options.get("close_grace", CLOSE_GRACE))
         self.history_loader: HistoryLoader = (
-            history_loader or options.get("history_loader") or load_history_from_db
+            history_loader or options.get("history_loader") or _from(transcript)
         )
 
     async def start(self, *, resume: str | None = None) -> "OpenAIRun":

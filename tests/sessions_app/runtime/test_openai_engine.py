@@ -18,6 +18,7 @@ from aiohttp import web
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from sessions_app.runtime import transcript
 from sessions_app.runtime.engines import get_engine
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.openai_engine import PLACEHOLDER_API_KEY, OpenAIEngine, OpenAIRun
@@ -297,13 +298,15 @@ def write_transcript(user: Any, engine_session_id: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_resume_rebuilds_the_history_from_the_transcript_by_default(
+async def test_resume_rebuilds_the_history_from_the_transcript_the_pool_hands_it(
     fake: FakeChatCompletions, start: StartRun, make_user: Callable[..., Any]
 ) -> None:
     user = await database_sync_to_async(make_user)()
     await database_sync_to_async(write_transcript)(user, "conv-db")
+    base = {"base_url": fake.url, "api_key": "test-key", "model": "test-model", "max_retries": 0}
+    engine = get_engine("openai", base, transcript=transcript.engine_conversation)  # as the pool builds it
 
-    run, messages = await start(engine_for(fake), resume="conv-db")
+    run, messages = await start(engine, resume="conv-db")
     assert await init_id(messages) == "conv-db"
     await run.send(UserTurn(text="and now?"))
     assert (await until_result(messages))[-1]["subtype"] == "success"
