@@ -304,6 +304,11 @@ WEBHOOK_ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()
 ]
 WEBHOOK_MAX_RESPONSE_BYTES = int(os.environ.get("WEBHOOK_MAX_RESPONSE_BYTES", "65536"))
+# Seconds between webhook delivery attempts (comma-separated), and one attempt's timeout.
+WEBHOOK_RETRY_DELAYS = [
+    float(part) for part in os.environ.get("WEBHOOK_RETRY_DELAYS", "0.5,1,2,4").split(",") if part.strip()
+]
+WEBHOOK_TIMEOUT = float(os.environ.get("WEBHOOK_TIMEOUT", "10"))
 
 # --- Production profile ---------------------------------------------------------------
 # ``DJANGO_ENV=production``: ``manage.py check --deploy`` is clean. Behind a reverse proxy

@@ -27,7 +27,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import time
 import uuid
 from typing import Any
@@ -43,36 +42,25 @@ from threads_app.services import ensure_webhook_secret
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)
-DEFAULT_TIMEOUT = 10.0
-DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024
 SIGNATURE_HEADER = "X-Tether-Signature"
 DELIVERY_HEADER = "X-Tether-Delivery"
 TIMESTAMP_HEADER = "X-Tether-Timestamp"
 
 
-def _setting(name: str) -> Any:
-    value = getattr(settings, name, None)
-    return value if value is not None else os.environ.get(name)
-
-
 def retry_delays() -> list[float]:
-    value = _setting("WEBHOOK_RETRY_DELAYS")
-    if value is None:
-        return list(DEFAULT_RETRY_DELAYS)
+    """Seconds between attempts (``WEBHOOK_RETRY_DELAYS``; tests may set a list or a string)."""
+    value = settings.WEBHOOK_RETRY_DELAYS
     if isinstance(value, str):
         return [float(part) for part in value.split(",") if part.strip()]
     return [float(part) for part in value]
 
 
 def timeout() -> float:
-    value = _setting("WEBHOOK_TIMEOUT")
-    return float(value) if value is not None else DEFAULT_TIMEOUT
+    return float(settings.WEBHOOK_TIMEOUT)
 
 
 def max_response_bytes() -> int:
-    value = _setting("WEBHOOK_MAX_RESPONSE_BYTES")
-    return int(value) if value is not None else DEFAULT_MAX_RESPONSE_BYTES
+    return int(settings.WEBHOOK_MAX_RESPONSE_BYTES)
 
 
 def sign(secret: str, timestamp: str, delivery: str, body: bytes) -> str:
