@@ -1,6 +1,6 @@
 """``ChatSession``: the interactive conversation of one thread, streaming to the web UI.
 
-The contract (reference 001, "Chat session lifecycle"):
+The contract (docs/design.md, "Chat runtime"):
 
 - ``send()`` while busy (starting or streaming) returns False and the caller ``enqueue()``s;
   messages queued while the run is starting ride its first turn;
