@@ -1,9 +1,19 @@
 """Admin views for inspecting conversations: threads with their steps in order."""
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin
-from django.db.models import Count
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
 
 from threads_app.models import AcceptedMessage, Box, Step, Thread
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _StepCount(TypedDict):
+    _steps: int
 
 
 @admin.register(Box)
@@ -31,12 +41,12 @@ class ThreadAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "last_seq", "created_at", "updated_at")
     inlines = [StepInline]
 
-    def get_queryset(self, request):  # type: ignore[no-untyped-def]
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
         return super().get_queryset(request).select_related("owner", "box").annotate(_steps=Count("steps"))
 
     @admin.display(ordering="_steps", description="steps")
-    def step_count(self, thread: Thread) -> int:
-        return thread._steps  # type: ignore[attr-defined]
+    def step_count(self, thread: "WithAnnotations[Thread, _StepCount]") -> int:
+        return thread._steps
 
 
 @admin.register(Step)
