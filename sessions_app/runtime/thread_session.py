@@ -65,7 +65,7 @@ class ChatThreadSession:
         self.runs_started = 0
         self.runs_open = 0
         self._turn: asyncio.Future[TurnResponse] | None = None
-        self._pump_task: asyncio.Task | None = None
+        self._pump_task: asyncio.Task[None] | None = None
         self._texts: list[str] = []
         self._step_ids: list[str] = []
         self._idle = asyncio.Event()
@@ -105,8 +105,8 @@ class ChatThreadSession:
             self._pump_task = asyncio.create_task(
                 pump_run(run, self._on_message, lambda err: self._on_close(run, err))
             )
+        assert self.run is not None
         run = self.run  # the close handler may clear self.run while the user step is written
-        assert run is not None
         self._move(Phase.STREAMING)
         try:
             await transcript.write_user_step(self.thread_id, turn, self.author)

@@ -22,11 +22,12 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import openai
 from channels.db import database_sync_to_async
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from threads_app.models import Thread
@@ -274,7 +275,9 @@ class OpenAIRun:
         parts: list[str] = []
         try:
             stream = await self.client.chat.completions.create(
-                messages=list(self.history),  # a copy: the request is built while we await
+                messages=cast(
+                    "list[ChatCompletionMessageParam]", list(self.history)
+                ),  # a copy: built while we await
                 stream=True,
                 **self.request,
             )
