@@ -25,7 +25,8 @@ application = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": BrowserOriginValidator(
-            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+            # types-channels wants its check-only _ExtendedURLPattern; path() gives URLPatterns.
+            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))  # type: ignore[arg-type]
         ),
     }
 )

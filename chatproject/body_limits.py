@@ -71,7 +71,7 @@ async def _refuse(send: Send, limit: int) -> None:
 class BodyLimitMiddleware:
     """ASGI middleware for the HTTP app: refuses bodies over their endpoint's budget."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

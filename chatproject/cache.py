@@ -12,11 +12,12 @@ import redis
 
 
 class SharedConnectionPool(redis.ConnectionPool):
-    _lock = threading.Lock()
+    # The lock of _pools, on the class; each pool still gets its own RLock in reset().
+    _lock = threading.Lock()  # type: ignore[assignment]
     _pools: dict[tuple[str, tuple[tuple[str, Any], ...]], redis.ConnectionPool] = {}
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> redis.ConnectionPool:  # type: ignore[override]
+    def from_url(cls, url: str, **options: Any) -> redis.ConnectionPool:  # type: ignore[override]  # the shared pool, not a cls
         key = (url, tuple(sorted(options.items())))
         with cls._lock:
             pool = cls._pools.get(key)

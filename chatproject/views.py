@@ -1,8 +1,10 @@
 """The web UI's pages: the chat (a new one, or a thread resumed at ``/thread/<id>/``)."""
 
 import uuid
+from typing import cast
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -38,7 +40,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @ensure_csrf_cookie
 def thread_page(request: HttpRequest, thread_id: uuid.UUID) -> HttpResponse:
     """One of the user's threads, resumed; anyone else's (or a deleted one) is a 404."""
-    thread = get_owned_thread(request.user, thread_id)
+    thread = get_owned_thread(cast(User, request.user), thread_id)  # login_required
     if thread is None:
         raise Http404("No such chat.")
     return _chat_page(request, thread)

@@ -2,8 +2,9 @@
 ``GET /api/session-media/<ref>`` (one photo of a conversation, by the reference a history
 read left in its place)."""
 
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -40,10 +41,11 @@ class JSONErrors(BaseContentNegotiation):
     """Errors are JSON whatever the client accepts (an ``<img>`` asks for ``image/*``), and a
     photo is sent as itself; the Accept header never turns either into a 406."""
 
-    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+    # DRF passes the view's lists; the stubs' Iterable cannot be indexed.
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:  # type: ignore[override]
         return parsers[0] if parsers else None
 
-    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: Any = None) -> Any:
+    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: Any = None) -> Any:  # type: ignore[override]
         return renderers[0], renderers[0].media_type
 
 
@@ -88,7 +90,7 @@ class UploadView(APIView):
         body = UploadRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            upload = services.store_upload(request.user, body.validated_data["file"])
+            upload = services.store_upload(cast(User, request.user), body.validated_data["file"])
         except images.ImageRejected as exc:
             raise ValidationError({"file": [str(exc)]}) from None
         return Response(
@@ -165,7 +167,7 @@ def serve(request: Request, ref: str) -> HttpResponse:
     except InvalidRef as exc:
         return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
     try:
-        photo = services.read_image(request.user, parsed)
+        photo = services.read_image(cast(User, request.user), parsed)
     except services.MediaNotFound:
         raise NotFound("No such image.") from None
     if _etag_matches(request.headers.get("If-None-Match", ""), photo.etag):

@@ -24,7 +24,7 @@ def _leave_multipart_to_django() -> None:
         kwargs.setdefault("parsePOSTFormSubmission", False)
         original(self, *args, **kwargs)
 
-    __init__.leaves_multipart_to_django = True  # type: ignore[attr-defined]
+    __init__.leaves_multipart_to_django = True  # type: ignore[attr-defined]  # read back above
     WebRequest.__init__ = __init__
 
 

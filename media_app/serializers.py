@@ -7,13 +7,13 @@ from rest_framework import serializers
 from media_app import images
 
 
-class UploadRequestSerializer(serializers.Serializer):
+class UploadRequestSerializer(serializers.Serializer[Any]):
     file = serializers.FileField(
         help_text=f"A {images.ALLOWED_TEXT} photo; its type is read from its content, not its name."
     )
 
 
-class UploadSerializer(serializers.Serializer):
+class UploadSerializer(serializers.Serializer[Any]):
     id = serializers.UUIDField(
         read_only=True, help_text="Name it in client_message's fileReferences: [{id}]."
     )
@@ -24,18 +24,18 @@ class UploadSerializer(serializers.Serializer):
     size = serializers.IntegerField(read_only=True, help_text="In bytes.")
 
 
-class UploadErrorSerializer(serializers.Serializer):
+class UploadErrorSerializer(serializers.Serializer[Any]):
     """DRF's 400 body: messages by field (or ``detail`` for a body that cannot be parsed)."""
 
     file = serializers.ListField(child=serializers.CharField(), required=False)
     detail = serializers.CharField(required=False)
 
 
-class MediaErrorSerializer(serializers.Serializer):
+class MediaErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField(read_only=True)
 
 
-class ImageInputSerializer(serializers.Serializer):
+class ImageInputSerializer(serializers.Serializer[Any]):
     """A photo sent inline: base64 of a JPEG, PNG, GIF or WebP file. Its validated form is the
     image block the engine receives and the transcript stores."""
 
@@ -44,7 +44,8 @@ class ImageInputSerializer(serializers.Serializer):
         required=False,
         help_text="Optional; when given it must match what the data is (read from its first bytes).",
     )
-    data = serializers.CharField(trim_whitespace=False, help_text="Standard base64, padded.")
+    # The metaclass takes declared fields off the class: ``.data`` is still the property.
+    data = serializers.CharField(trim_whitespace=False, help_text="Standard base64, padded.")  # type: ignore[assignment]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         try:

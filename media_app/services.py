@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.db.models import Model, Sum
@@ -31,11 +31,11 @@ def quota_bytes() -> int:
     return int(settings.UPLOAD_QUOTA_BYTES)
 
 
-def stored_bytes(owner: AbstractBaseUser) -> int:
+def stored_bytes(owner: User) -> int:
     return Upload.objects.filter(owner=owner).aggregate(total=Sum("size"))["total"] or 0
 
 
-def store_upload(owner: AbstractBaseUser, file: UploadedFile) -> Upload:
+def store_upload(owner: User, file: "UploadedFile[bytes]") -> Upload:  # generic only in the stubs
     """Validate an uploaded file (size, type by its first bytes, pixels by its header) and keep
     it, if the owner's uploads stay within ``UPLOAD_QUOTA_BYTES``.
 
@@ -96,7 +96,7 @@ def parse_references(references: Any) -> list[uuid.UUID]:
     return ids
 
 
-def blocks_for_uploads(owner: AbstractBaseUser, upload_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+def blocks_for_uploads(owner: User, upload_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
     """The image blocks of the caller's uploads, in the order named. An id that is not one of
     the caller's uploads is refused as a whole."""
     images.check_count(len(upload_ids))
@@ -134,7 +134,7 @@ def _uuid(value: str) -> uuid.UUID:
 ENTRIES: tuple[tuple[type[Model], str], ...] = ((Step, "content"), (AcceptedMessage, "images"))
 
 
-def read_image(user: AbstractBaseUser, ref: MediaRef) -> Photo:
+def read_image(user: User, ref: MediaRef) -> Photo:
     """The photo behind a reference, if the caller owns its thread.
 
     Reads the one entry twice, neither time whole: first its stripped skeleton (the database

@@ -22,7 +22,7 @@ one without (an empty or missing payload: a failed upload) becomes the text
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Expression, F, Func, TextField
 
@@ -76,7 +76,8 @@ class StrippedJSON(Func):
     def __init__(self, name: str) -> None:
         super().__init__(F(name))
 
-    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+    # The template is this expression's own: the compiler never passes one.
+    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:  # type: ignore[override]
         return Func.as_sql(
             self, compiler, connection, template="CAST(%(expressions)s AS TEXT)", **extra_context
         )
@@ -114,7 +115,7 @@ def display_text(thread_id: Any, entry_id: Any, text: str | None) -> list[dict[s
     except Unreadable as exc:
         logger.warning("content of entry %s in thread %s could not be read: %s", entry_id, thread_id, exc)
         return [{"type": "text", "text": UNREADABLE}]
-    return display_blocks(thread_id, entry_id, blocks)
+    return cast("list[dict[str, Any]]", display_blocks(thread_id, entry_id, blocks))
 
 
 def display_blocks(thread_id: Any, entry_id: Any, blocks: Any) -> Any:
@@ -130,7 +131,7 @@ def display_blocks(thread_id: Any, entry_id: Any, blocks: Any) -> Any:
         else:
             shown = {"type": "text", "text": NOT_DISPLAYED}
         if len(image.path) == 1:
-            out[image.path[0]] = shown
+            out[cast(int, image.path[0])] = shown  # a top-level block: its list index
             continue
         position, _key, inner_position = image.path
         assert isinstance(position, int) and isinstance(inner_position, int)

@@ -7,32 +7,34 @@ refused like an unknown one, see ``sessions_app.tokens``), and an Origin check t
 applies to browsers.
 """
 
-from typing import Any
+from typing import Any, cast
+from urllib.parse import ParseResult
 
+from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
 from sessions_app.tokens import is_expired
 
 
 @database_sync_to_async
-def user_for_token(key: Any) -> AbstractBaseUser | None:
+def user_for_token(key: Any) -> User | None:
     if not isinstance(key, str) or not key:
         return None
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active or is_expired(token):
         return None
-    return token.user
+    return cast(User, token.user)
 
 
 class TokenAuthMiddleware(BaseMiddleware):
     """Sets ``scope['user']`` from an ``Authorization: Token <key>`` header when present."""
 
-    async def __call__(self, scope, receive, send):  # type: ignore[no-untyped-def]
+    async def __call__(self, scope: Any, receive: ASGIReceiveCallable, send: ASGISendCallable) -> Any:
         for name, value in scope.get("headers", []):
             if name == b"authorization":
                 kind, _, key = value.decode("latin-1").partition(" ")
@@ -49,10 +51,10 @@ class BrowserOriginValidator(OriginValidator):
     cookie jar) send none and authenticate with a token, so a missing Origin is allowed.
     """
 
-    def __init__(self, application):  # type: ignore[no-untyped-def]
+    def __init__(self, application: Any) -> None:
         super().__init__(application, settings.ALLOWED_HOSTS)
 
-    def valid_origin(self, parsed_origin):  # type: ignore[no-untyped-def]
+    def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
         if parsed_origin is None:
             return True
         return super().valid_origin(parsed_origin)

@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
@@ -36,12 +37,12 @@ RETRY_MAX = 2.0
 ABANDONED_AFTER = 120.0
 
 
-class ResilientRedisChannelLayer(RedisChannelLayer):
+class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels_redis is untyped
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pump_loop: asyncio.AbstractEventLoop | None = None
-        self._pump: asyncio.Task | None = None
-        self._queues: defaultdict[str, asyncio.Queue] = defaultdict(asyncio.Queue)
+        self._pump: asyncio.Task[Any] | None = None
+        self._queues: defaultdict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
         self._last_read: dict[str, float] = {}
 
     async def receive(self, channel: str) -> dict[str, Any]:
@@ -92,7 +93,9 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                     self._queues.pop(channel, None)
                     self._last_read.pop(channel, None)
 
-    async def _retrying(self, receive: Any, channel: str) -> dict[str, Any]:
+    async def _retrying(
+        self, receive: Callable[[str], Awaitable[dict[str, Any]]], channel: str
+    ) -> dict[str, Any]:
         delay = RETRY_FIRST
         while True:
             try:

@@ -6,11 +6,13 @@ resumes the engine's own conversation when an old thread is reopened, so this ap
 nothing else to do.
 """
 
+from typing import Any
+
 from sessions_app import chat
 
 chat.use_engine_runtime()
 
 
 @chat.on_chat_resume
-async def resume(thread: dict) -> None:
+async def resume(thread: dict[str, Any]) -> None:
     """The history is restored by Tether; the engine resumes on the next message."""

@@ -8,9 +8,9 @@ holding the socket in another process has joined.
 import logging
 import threading
 import uuid
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None
         await socket.emit(event, *args)  # the consumer drops frames for a socket that went away
         return
     try:
-        await get_channel_layer().group_send(
+        await cast(BaseChannelLayer, get_channel_layer()).group_send(
             session_group(session_id), {"type": "session.emit", "event": event, "args": list(args)}
         )
     except Exception as exc:

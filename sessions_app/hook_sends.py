@@ -12,7 +12,7 @@ re-run if its turn never began, closed with a visible error if it died mid-turn.
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 
@@ -84,7 +84,7 @@ async def recover(sessions: list[LiveSession]) -> int:
     me = await mailbox.channel()
     taken = 0
     for accepted in await database_sync_to_async(_orphans)(list(by_id)):
-        live = by_id[accepted.session_id]
+        live = by_id[cast(uuid.UUID, accepted.session_id)]  # _orphans selects by session_id
         if live.cleared or not await database_sync_to_async(take_over_send)(
             accepted.pk, previous_holder=accepted.holder, holder=me
         ):

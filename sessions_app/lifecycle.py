@@ -17,13 +17,13 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from media_app import services as media_services
@@ -64,7 +64,7 @@ def parse_uuid(value: Any, what: str, error: type[Exception] = BadRequest) -> uu
 # --- 4.1 connect ----------------------------------------------------------------------------
 
 
-async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) -> LiveSession:
+async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession:
     """Restore the session named by ``auth['sessionId']`` or create it."""
     session_id = parse_uuid(auth.get("sessionId"), "sessionId", Refused)
     thread_id = parse_uuid(auth["threadId"], "threadId", Refused) if auth.get("threadId") else None
@@ -106,7 +106,9 @@ async def connect(user: AbstractBaseUser, auth: dict[str, Any], channel: str) ->
     if opened.previous_channel and opened.previous_channel != channel:
         # Another socket held this session (a half-open drop, or a second tab): retire it.
         try:
-            await get_channel_layer().send(opened.previous_channel, {"type": "session.superseded"})
+            await cast(BaseChannelLayer, get_channel_layer()).send(
+                opened.previous_channel, {"type": "session.superseded"}
+            )
         except Exception as exc:  # the layer is down: the old socket's own drop detaches it
             logger.warning("could not retire the previous socket of session %s: %r", session_id, exc)
     return live
@@ -182,7 +184,7 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
         await chats.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
     await live.emit("resume_thread", thread)
-    live.run_hook(load_app().on_chat_resume, thread)
+    live.run_hook(load_app().on_chat_resume, thread)  # type: ignore[arg-type]  # connect() checked it is set
     return True
 
 
@@ -386,7 +388,7 @@ class ExpirySweeper:
     """Expires sessions whose process died before its own timer fired."""
 
     def __init__(self) -> None:
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     def ensure_running(self) -> None:
         if self._task is None or self._task.done():

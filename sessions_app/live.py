@@ -17,7 +17,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from sessions_app import records
 from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
@@ -38,7 +38,7 @@ logger = logging.getLogger(__name__)
 
 
 class LiveSession:
-    def __init__(self, record: SocketSession, user: AbstractBaseUser) -> None:
+    def __init__(self, record: SocketSession, user: User) -> None:
         self.id: uuid.UUID = record.id
         self.user = user
         self.thread_id: uuid.UUID = record.thread_id
@@ -62,13 +62,13 @@ class LiveSession:
         self._context_loaded = not record.has_first_interaction
         self._turn_lock = asyncio.Lock()
         self._save_lock = asyncio.Lock()
-        self._tasks: set[asyncio.Task] = set()
-        self.current_task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.current_task: asyncio.Task[Any] | None = None
         self.stopping = False
         # The process is shutting down: a hook cancelled now ends with an error, not "stopped".
         self.shutting_down = False
         # Accepted sends waiting for their turn (hooks-API apps), by message id.
-        self._waiting: dict[uuid.UUID, asyncio.Task] = {}
+        self._waiting: dict[uuid.UUID, asyncio.Task[Any]] = {}
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
         self._open_streams: dict[uuid.UUID, Message] = {}
         stop_handlers.add(self.id, self._remote_stop)
@@ -221,7 +221,7 @@ class LiveSession:
         *args: Any,
         with_task: bool = True,
         send: uuid.UUID | None = None,
-    ) -> asyncio.Task:
+    ) -> asyncio.Task[Any]:
         """Run a hook as a task of this session; hooks of one session never overlap. ``send``
         names the accepted send the turn answers: its outcome is recorded when the turn ends."""
         task = asyncio.create_task(self._run(hook, args, with_task, send))
@@ -318,11 +318,11 @@ class LiveSession:
         for task in list(self._tasks):
             task.cancel()
 
-    def activate(self) -> Token:
+    def activate(self) -> "Token[LiveSession | None]":
         """Make this the current session in the calling context (for handlers, not hooks)."""
         return current_session.set(self)
 
-    def deactivate(self, token: Token) -> None:
+    def deactivate(self, token: "Token[LiveSession | None]") -> None:
         current_session.reset(token)
 
 

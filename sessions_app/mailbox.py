@@ -10,10 +10,10 @@ import itertools
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
 from sessions_app.processes import heartbeat, is_alive
@@ -36,7 +36,7 @@ class Mailbox:
         self._handlers: dict[str, Handler] = {}
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._on_start: list[Callable[[str], None]] = []
 
     def register(self, kind: str, handler: Handler) -> None:
@@ -56,7 +56,7 @@ class Mailbox:
             ready = self._ready
         assert ready is not None
         if starting:
-            name = await get_channel_layer().new_channel()
+            name = await cast(BaseChannelLayer, get_channel_layer()).new_channel()
             # The liveness row exists before this address can be named by any claim.
             await database_sync_to_async(heartbeat.register)(name)
             self._keep(loop.create_task(self._read(name)))
@@ -87,12 +87,12 @@ class Mailbox:
         ready = self._ready
         return ready.result() if ready is not None and ready.done() and not ready.cancelled() else ""
 
-    def _keep(self, task: asyncio.Task) -> None:
+    def _keep(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        await get_channel_layer().send(channel, message)
+        await cast(BaseChannelLayer, get_channel_layer()).send(channel, message)
 
     async def request(self, channel: str, message: dict[str, Any], timeout: float = 10.0) -> Any:
         reply_to = await self.channel()
@@ -125,7 +125,7 @@ class Mailbox:
                 self._waiting.pop(request_id, None)
 
     async def _read(self, name: str) -> None:
-        layer = get_channel_layer()
+        layer = cast(BaseChannelLayer, get_channel_layer())
         while True:
             try:
                 message = await layer.receive(name)

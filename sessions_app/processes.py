@@ -13,6 +13,7 @@ import logging
 import os
 import socket
 import threading
+from collections.abc import Mapping
 from datetime import timedelta
 
 from django.conf import settings
@@ -31,7 +32,7 @@ def live_processes() -> QuerySet[ServerProcess]:
     return ServerProcess.objects.filter(heartbeat_at__gte=cutoff)
 
 
-def live_addresses() -> QuerySet[ServerProcess]:
+def live_addresses() -> QuerySet[ServerProcess, Mapping[str, object]]:
     """The mailbox addresses of live processes, as a subquery for ``__in`` filters."""
     return live_processes().values("address")
 

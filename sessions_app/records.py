@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -40,7 +40,7 @@ class OpenedSession:
 
 def open_session(
     session_id: uuid.UUID,
-    user: AbstractBaseUser,
+    user: User,
     *,
     channel: str,
     owner: str = "",
@@ -200,7 +200,7 @@ def take_deferred_steps(session_id: uuid.UUID) -> list[dict[str, Any]]:
         record = SocketSession.objects.select_for_update().filter(pk=session_id).first()
         if record is None or not record.deferred_steps:
             return []
-        steps = record.deferred_steps
+        steps: list[dict[str, Any]] = record.deferred_steps
         record.deferred_steps = []
         record.save(update_fields=["deferred_steps"])
         return steps

@@ -68,7 +68,7 @@ class RecoveryLoop:
     """One task per process (started with the mailbox)."""
 
     def __init__(self) -> None:
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self.paused = False  # set while the process drains
 
     def start(self, _address: str) -> None:

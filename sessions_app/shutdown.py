@@ -107,7 +107,7 @@ class GracefulShutdown:
     """The SIGTERM handler under daphne's reactor."""
 
     def __init__(self) -> None:
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[Any] | None = None
 
     def install_on_daphne(self) -> None:
         """Take SIGTERM over from Twisted once the reactor runs (Twisted installs its own

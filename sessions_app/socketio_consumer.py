@@ -90,7 +90,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self.socketio_disconnect()
         await self.close(code=CLOSE_GOING_AWAY)
 
-    async def send(
+    async def send(  # type: ignore[override]  # AsyncWebsocketConsumer's own signature
         self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False
     ) -> None:
         """Write a frame unless the socket is closing or gone. A write to a socket that went

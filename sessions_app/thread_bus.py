@@ -8,9 +8,9 @@ read it from the history), never the send.
 
 import logging
 import uuid
-from typing import Any
+from typing import Any, cast
 
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 
 from threads_app.models import AcceptedMessage
 from threads_app.wire import iso
@@ -31,7 +31,7 @@ async def publish_on_thread(
     if skip_session is not None:
         message["skip_session"] = str(skip_session)
     try:
-        await get_channel_layer().group_send(thread_group(thread_id), message)
+        await cast(BaseChannelLayer, get_channel_layer()).group_send(thread_group(thread_id), message)
     except Exception as exc:
         logger.warning("%s for thread %s not published: %r", event, thread_id, exc)
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
@@ -53,7 +53,7 @@ def revoke_expired() -> int:
     return deleted
 
 
-def issue(user: AbstractBaseUser) -> Token:
+def issue(user: User) -> Token:
     """The user's valid token: the current one, or a new one when it expired (or none existed)."""
     token = Token.objects.filter(user=user).first()
     if token is not None and is_expired(token):

@@ -10,9 +10,10 @@ is recorded: send it again, same id, after the response it waits for).
 """
 
 import uuid
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -38,7 +39,7 @@ MAX_MESSAGE_CHARS = 100_000
 NEW_THREAD_NAMESPACE = uuid.UUID("1b0d7a0c-58c4-4c43-9a0b-0f5c8f8e2d51")
 
 
-class SendRequestSerializer(serializers.Serializer):
+class SendRequestSerializer(serializers.Serializer[Any]):
     threadId = serializers.UUIDField(required=False, allow_null=True, help_text="Omit to start a new thread.")
     messageId = serializers.UUIDField(help_text="Client-generated; the idempotency key.")
     message = serializers.CharField(
@@ -55,13 +56,13 @@ class SendRequestSerializer(serializers.Serializer):
         return attrs
 
 
-class SendAnswerSerializer(serializers.Serializer):
+class SendAnswerSerializer(serializers.Serializer[Any]):
     threadId = serializers.UUIDField()
     messageId = serializers.UUIDField()
     queued = serializers.BooleanField(help_text="True when it waits behind a turn already running.")
 
 
-class DetailSerializer(serializers.Serializer):
+class DetailSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
 
 
@@ -89,13 +90,15 @@ class SendView(APIView):
         data = body.validated_data
         message_id: uuid.UUID = data["messageId"]
         if data.get("threadId"):
-            thread = get_owned_thread(request.user, data["threadId"])
+            thread = get_owned_thread(cast(User, request.user), data["threadId"])
             if thread is None:
                 raise NotFound("No such thread.")
         else:
             try:
                 thread, _ = ensure_thread(
-                    request.user, uuid.uuid5(NEW_THREAD_NAMESPACE, str(message_id)), name=data["message"]
+                    cast(User, request.user),
+                    uuid.uuid5(NEW_THREAD_NAMESPACE, str(message_id)),
+                    name=data["message"],
                 )
             except ThreadNotOwned:
                 return _conflict()
@@ -125,22 +128,22 @@ RETRY_AFTER_BUSY = "1"
 RETRY_AFTER_UNAVAILABLE = "5"
 
 
-class IntegrationMessageSerializer(serializers.Serializer):
+class IntegrationMessageSerializer(serializers.Serializer[Any]):
     messageId = serializers.UUIDField(help_text="Client-generated; the idempotency key.")
     message = serializers.CharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
 
 
-class IntegrationAcceptedSerializer(serializers.Serializer):
+class IntegrationAcceptedSerializer(serializers.Serializer[Any]):
     threadId = serializers.UUIDField()
     messageId = serializers.UUIDField()
     status = serializers.ChoiceField(choices=[integration_turns.ACCEPTED])
 
 
-class IntegrationErrorSerializer(serializers.Serializer):
+class IntegrationErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
 
 
-class IntegrationBadRequestSerializer(serializers.Serializer):
+class IntegrationBadRequestSerializer(serializers.Serializer[Any]):
     """DRF's 400 body: messages by field (or ``detail`` for a body that is not JSON)."""
 
     messageId = serializers.ListField(child=serializers.CharField(), required=False)
@@ -194,7 +197,7 @@ class IntegrationMessageView(APIView):
         message_id: uuid.UUID = body.validated_data["messageId"]
         text: str = body.validated_data["message"]
         try:
-            thread, _ = ensure_thread(request.user, thread_id, name=text)
+            thread, _ = ensure_thread(cast(User, request.user), thread_id, name=text)
         except ThreadNotOwned:
             raise NotFound("No such thread.") from None
         outcome = run_on_server_loop(

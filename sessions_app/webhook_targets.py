@@ -94,7 +94,9 @@ class GuardedResolver(AbstractResolver):
     def __init__(self) -> None:
         self._resolver = ThreadedResolver()
 
-    async def resolve(self, host: str, port: int = 0, family: int = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         results = await self._resolver.resolve(host, port, family)
         if not host_allowed(host):
             for result in results:

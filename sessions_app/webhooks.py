@@ -48,11 +48,8 @@ TIMESTAMP_HEADER = "X-Tether-Timestamp"
 
 
 def retry_delays() -> list[float]:
-    """Seconds between attempts (``WEBHOOK_RETRY_DELAYS``; tests may set a list or a string)."""
-    value = settings.WEBHOOK_RETRY_DELAYS
-    if isinstance(value, str):
-        return [float(part) for part in value.split(",") if part.strip()]
-    return [float(part) for part in value]
+    """Seconds between attempts (``WEBHOOK_RETRY_DELAYS``)."""
+    return [float(part) for part in settings.WEBHOOK_RETRY_DELAYS]
 
 
 def timeout() -> float:

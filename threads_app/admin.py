@@ -2,11 +2,20 @@
 ``sessions_app.admin``: it checks engine options against the runtime's engines). Fields the
 runtime owns are read-only."""
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
 from threads_app.models import AcceptedMessage, Step, Thread
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class _StepCount(TypedDict):
+    step_total: int
 
 
 class StepInline(admin.TabularInline):
@@ -28,14 +37,14 @@ class ThreadAdmin(admin.ModelAdmin):
     readonly_fields = ("id", "owner", "box", "engine_session_id", "last_seq", "created_at", "updated_at")
     inlines = [StepInline]
 
-    def get_queryset(self, request):  # type: ignore[no-untyped-def]
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
         return (
             super().get_queryset(request).select_related("owner", "box").annotate(step_total=Count("steps"))
         )
 
     @admin.display(ordering="step_total", description="steps")
-    def step_count(self, thread: Thread) -> int:
-        return thread.step_total  # type: ignore[attr-defined]  # added by get_queryset's annotate()
+    def step_count(self, thread: "WithAnnotations[Thread, _StepCount]") -> int:
+        return thread.step_total
 
 
 @admin.register(Step)

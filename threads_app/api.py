@@ -5,8 +5,9 @@ thread that is another user's, deleted, missing or not even a UUID is a 404, nev
 a 500.
 """
 
-from typing import Any
+from typing import Any, cast
 
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
@@ -88,7 +89,7 @@ NOT_FOUND = _error("No live thread with this id belongs to the caller.")
         responses={204: None, 401: UNAUTHENTICATED, 403: FORBIDDEN, 404: NOT_FOUND},
     ),
 )
-class ThreadViewSet(viewsets.GenericViewSet):
+class ThreadViewSet(viewsets.GenericViewSet[Thread]):
     serializer_class = ThreadSerializer
     pagination_class = ThreadCursorPagination
     filter_backends = [ThreadSearchFilter]
@@ -101,7 +102,7 @@ class ThreadViewSet(viewsets.GenericViewSet):
     def get_queryset(self) -> QuerySet[Thread]:
         if getattr(self, "swagger_fake_view", False):  # schema generation: no user
             return Thread.objects.none()
-        return selectors.owned_threads(self.request.user)
+        return selectors.owned_threads(cast(User, self.request.user))  # IsAuthenticated
 
     def get_object(self) -> Thread:
         # One answer for another user's, a deleted, a missing and a malformed id alike.

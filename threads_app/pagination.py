@@ -1,6 +1,6 @@
 """Pagination of the thread list (a cursor, newest first) and of a transcript (by ``seq``)."""
 
-from typing import Any
+from typing import Any, cast
 
 from django.utils.dateparse import parse_datetime
 from rest_framework.exceptions import NotFound
@@ -25,7 +25,8 @@ class ThreadCursorPagination(CursorPagination):
         # query and fail there: it is as invalid as an undecodable one.
         if cursor is not None and cursor.position is not None:
             try:
-                valid = parse_datetime(cursor.position) is not None
+                # The position is the query string's str; the stubs say int.
+                valid = parse_datetime(cast(str, cursor.position)) is not None
             except ValueError:
                 valid = False
             if not valid:

@@ -2,9 +2,9 @@
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import DateTimeField, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
@@ -18,7 +18,7 @@ def thread_owner_id(thread_id: uuid.UUID) -> int | None:
     return Thread.objects.filter(pk=thread_id).values_list("owner_id", flat=True).first()
 
 
-def get_owned_thread(user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread | None:
+def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
     """The live (not deleted) thread if ``user`` owns it; None for missing or foreign ids."""
     return (
         Thread.objects.select_related("owner")
@@ -37,9 +37,11 @@ def get_owned_thread(user: AbstractBaseUser, thread_id: uuid.UUID) -> Thread | N
 def _step_values(steps: QuerySet[Step]) -> QuerySet[Step, dict[str, Any]]:
     content_filter = content_filters.active()
     if content_filter is None:
-        return steps.values(*STEP_FIELDS)
+        return cast("QuerySet[Step, dict[str, Any]]", steps.values(*STEP_FIELDS))
     fields = [field for field in STEP_FIELDS if field != "content"]
-    return steps.values(*fields, content_text=content_filter.column("content"))
+    return cast(
+        "QuerySet[Step, dict[str, Any]]", steps.values(*fields, content_text=content_filter.column("content"))
+    )
 
 
 def _step_dict(row: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +62,7 @@ def step_dicts(thread_id: uuid.UUID, *, messages_only: bool = False) -> list[dic
     return [_step_dict(row) for row in _step_values(steps.order_by("seq"))]
 
 
-def owned_thread_dict(user: AbstractBaseUser, thread_id: uuid.UUID) -> dict[str, Any] | None:
+def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None:
     """The ThreadDict with its whole transcript, or None when the user may not read it."""
     thread = get_owned_thread(user, thread_id)
     if thread is None:
@@ -77,7 +79,7 @@ def box_of_thread(thread_id: uuid.UUID) -> Box | None:
 # --- API reads ------------------------------------------------------------------------
 
 
-def owned_threads(user: AbstractBaseUser) -> QuerySet[Thread]:
+def owned_threads(user: User) -> QuerySet[Thread]:
     """The user's live threads; every API lookup starts here, so a foreign, deleted or
     missing id is simply not found."""
     return Thread.objects.select_related("owner").filter(owner=user, deleted_at__isnull=True)
@@ -128,15 +130,17 @@ def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[st
         | Q(state=AcceptedMessage.State.FAILED, accepted_at__gte=cutoff)
     ).order_by("accepted_at", "id")
     content_filter = content_filters.active()
+    values: QuerySet[AcceptedMessage, Any]
     if content_filter is None:
-        rows = rows.values("id", "text", "accepted_at", "state", "failure", "images")
+        values = rows.values("id", "text", "accepted_at", "state", "failure", "images")
     else:
-        rows = rows.values(
+        values = rows.values(
             "id", "text", "accepted_at", "state", "failure", images_text=content_filter.column("images")
         )
     pending: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    for row in rows:
+    # Two shapes of row: "images" without a content filter, "images_text" with one.
+    for row in cast("QuerySet[AcceptedMessage, dict[str, Any]]", values):
         images = (
             content_filter.from_text(thread_id, row["id"], row["images_text"])
             if content_filter
@@ -262,7 +266,7 @@ def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
     steps = thread.steps.filter(type__in=["user_message", "assistant_message"], is_error=False).order_by(
         "seq"
     )
-    return list(steps.values("type", "output", "content"))
+    return [dict(row) for row in steps.values("type", "output", "content")]
 
 
 def accepted_exists(message_id: uuid.UUID) -> bool:

@@ -32,7 +32,7 @@ class StrictCharField(serializers.CharField):
 # --- Responses ------------------------------------------------------------------------
 
 
-class StepSerializer(serializers.Serializer):
+class StepSerializer(serializers.Serializer[Any]):
     """A transcript entry, Chainlit's StepDict (plus ``seq``)."""
 
     id = serializers.UUIDField(read_only=True)
@@ -54,7 +54,7 @@ class StepSerializer(serializers.Serializer):
         return instance
 
 
-class ThreadSerializer(serializers.Serializer):
+class ThreadSerializer(serializers.Serializer[Any]):
     """A thread, Chainlit's ThreadDict without its transcript (``steps`` is empty: read the
     transcript with ``history`` or ``bootstrap``)."""
 
@@ -73,7 +73,7 @@ class ThreadSerializer(serializers.Serializer):
         return thread_summary(instance)
 
 
-class HistorySerializer(serializers.Serializer):
+class HistorySerializer(serializers.Serializer[Any]):
     """A page of the transcript."""
 
     next = serializers.URLField(
@@ -85,7 +85,7 @@ class HistorySerializer(serializers.Serializer):
         return instance
 
 
-class PendingMessageSerializer(serializers.Serializer):
+class PendingMessageSerializer(serializers.Serializer[Any]):
     """A send accepted but not yet in the transcript."""
 
     id = serializers.UUIDField(read_only=True, help_text="The client's message id.")
@@ -97,7 +97,7 @@ class PendingMessageSerializer(serializers.Serializer):
         return instance
 
 
-class FailedMessageSerializer(serializers.Serializer):
+class FailedMessageSerializer(serializers.Serializer[Any]):
     """A send accepted but never transcribed, and why; the client can send it again (the same
     message id with ``retry: true``)."""
 
@@ -117,7 +117,7 @@ class FailedMessageSerializer(serializers.Serializer):
         return instance
 
 
-class BootstrapSerializer(serializers.Serializer):
+class BootstrapSerializer(serializers.Serializer[Any]):
     """What a client needs to show a thread. The client retires a ``pending`` entry when a
     transcript user step carries its id; the server never compares the lists."""
 
@@ -137,11 +137,11 @@ class BootstrapSerializer(serializers.Serializer):
 # Error bodies: optional fields are not read-only, so the schema does not mark them required.
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField(read_only=True)
 
 
-class RenameErrorSerializer(serializers.Serializer):
+class RenameErrorSerializer(serializers.Serializer[Any]):
     """DRF's 400 body: messages by field (or ``detail`` for a body that is not JSON)."""
 
     name = serializers.ListField(child=serializers.CharField(), required=False)
@@ -149,29 +149,29 @@ class RenameErrorSerializer(serializers.Serializer):
     detail = serializers.CharField(required=False)
 
 
-class HistoryErrorSerializer(serializers.Serializer):
+class HistoryErrorSerializer(serializers.Serializer[Any]):
     after_seq = serializers.ListField(child=serializers.CharField(), required=False)
     limit = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class BootstrapErrorSerializer(serializers.Serializer):
+class BootstrapErrorSerializer(serializers.Serializer[Any]):
     limit = serializers.ListField(child=serializers.CharField(), required=False)
 
 
-class SearchErrorSerializer(serializers.Serializer):
+class SearchErrorSerializer(serializers.Serializer[Any]):
     search = serializers.ListField(child=serializers.CharField(), required=False)
 
 
 # --- Requests and query parameters ----------------------------------------------------
 
 
-class ThreadRenameSerializer(serializers.Serializer):
+class ThreadRenameSerializer(serializers.Serializer[Any]):
     """The only change a client makes to a thread: its name."""
 
     name = StrictCharField(max_length=THREAD_NAME_MAX, allow_blank=False)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
-        value = super().to_internal_value(data)
+        value: dict[str, Any] = super().to_internal_value(data)
         unknown = sorted(set(data) - set(self.fields))
         if unknown:
             # Under non_field_errors, not under each key: a client's key may be "detail" or
@@ -186,7 +186,7 @@ class ThreadRenameSerializer(serializers.Serializer):
         return value
 
 
-class HistoryQuerySerializer(serializers.Serializer):
+class HistoryQuerySerializer(serializers.Serializer[Any]):
     after_seq = serializers.IntegerField(
         min_value=0, max_value=MAX_SEQ, default=0, help_text="Return the steps after this seq."
     )
@@ -198,7 +198,7 @@ class HistoryQuerySerializer(serializers.Serializer):
     )
 
 
-class BootstrapQuerySerializer(serializers.Serializer):
+class BootstrapQuerySerializer(serializers.Serializer[Any]):
     limit = serializers.IntegerField(
         min_value=1,
         max_value=1000,

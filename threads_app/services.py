@@ -7,7 +7,7 @@ Every function here is synchronous and transactional; async callers wrap them wi
 import uuid
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -17,7 +17,7 @@ from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_s
 THREAD_NAME_MAX = 255
 
 
-def default_box_for(user: AbstractBaseUser) -> Box:
+def default_box_for(user: User) -> Box:
     """The user's workspace, created on first use."""
     box, _ = Box.objects.get_or_create(owner=user, name="default")
     return box
@@ -27,7 +27,7 @@ class ThreadNotOwned(Exception):
     """The thread id belongs to another user (or to a deleted thread)."""
 
 
-def ensure_thread(user: AbstractBaseUser, thread_id: uuid.UUID, *, name: str = "") -> tuple[Thread, bool]:
+def ensure_thread(user: User, thread_id: uuid.UUID, *, name: str = "") -> tuple[Thread, bool]:
     """Create the thread on the first interaction, named after the first message.
 
     Returns ``(thread, created)``. Concurrent callers with the same id get one row: the
@@ -101,7 +101,7 @@ def accept_message(
     *,
     message_id: uuid.UUID,
     thread: Thread,
-    author: AbstractBaseUser,
+    author: User,
     text: str,
     images: list[dict[str, Any]] | None = None,
     source: str = AcceptedMessage.Source.CHAT,

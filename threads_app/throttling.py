@@ -17,6 +17,8 @@ class ConfigurableRateThrottle(UserRateThrottle):
     change takes effect at once; an empty rate (or ``off``/``none``) disables the limit.
     """
 
+    scope: str  # UserRateThrottle's "user" or a subclass's own, never None
+
     def allow_request(self, request: Any, view: Any) -> bool:
         """A cache that is down (Redis restarting) lets the request through: a send must not
         fail with a 500 because its rate could not be counted."""

@@ -64,7 +64,7 @@ class ChatSession(Conversation):
         self._closing = False  # stop() or restart() is closing the run: do not start turns on it
         self._handing_over = 0
         self._taken: set[uuid.UUID] = set()  # accepted ids this session has queued or sent
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
         self._partial: dict[str, list[str]] = {}  # engine message id -> the tokens streamed so far
         self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
@@ -212,9 +212,9 @@ class ChatSession(Conversation):
                 step = await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input)
                 await self.emit("new_message", step)
             case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
-                step = await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
-                if step is not None:
-                    await self.emit("update_message", step)
+                finished = await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
+                if finished is not None:
+                    await self.emit("update_message", finished)
             case TaskEvent():
                 logger.debug("task event for thread %s: %s", self.thread_id, message)
             case TurnResult():

@@ -45,7 +45,7 @@ class Conversation:
         self.run: Run | None = None
         self.runs_started = 0
         self.runs_open = 0
-        self._pump_task: asyncio.Task | None = None
+        self._pump_task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
 

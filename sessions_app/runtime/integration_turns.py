@@ -75,7 +75,7 @@ class IntegrationTurns:
 
     def __init__(self) -> None:
         self.in_flight: set[uuid.UUID] = set()
-        self.tasks: set[asyncio.Task] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
         self._box_locks: dict[uuid.UUID, asyncio.Lock] = {}
 
     @contextlib.asynccontextmanager

@@ -163,6 +163,7 @@ class ChatSessionPool:
         )
 
     async def close(self) -> None:
+        session: ChatSession | ChatThreadSession
         for session in list(self.chat_sessions.values()):
             await session.stop()
         for session in list(self.thread_sessions.values()):

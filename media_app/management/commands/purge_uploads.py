@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from media_app.services import purge_uploads
 
@@ -19,7 +19,7 @@ class Command(BaseCommand):
         "an accepted send keeps its own copy of every photo it names."
     )
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--hours", type=float, default=None, help="Age in hours (default: the setting).")
 
     def handle(self, *args: Any, hours: float | None, **options: Any) -> None:

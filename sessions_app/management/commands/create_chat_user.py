@@ -4,7 +4,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model, password_validation
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sessions_app import tokens
 from threads_app.services import default_box_for
@@ -13,7 +13,7 @@ from threads_app.services import default_box_for
 class Command(BaseCommand):
     help = "Create a chat user (with their box and an API token) and print the token."
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument(
             "--password",

@@ -3,7 +3,7 @@
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sessions_app import tokens
 
@@ -14,7 +14,7 @@ class Command(BaseCommand):
         "API_TOKEN_LIFETIME_DAYS. A revoked token stops working at once, on the API and the socket."
     )
 
-    def add_arguments(self, parser):  # type: ignore[no-untyped-def]
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("usernames", nargs="*", metavar="USER")
         parser.add_argument("--expired", action="store_true", help="Revoke every expired token.")
 

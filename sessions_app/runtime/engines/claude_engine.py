@@ -37,7 +37,7 @@ import typing
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -435,7 +435,7 @@ class _Translator:
         if isinstance(message, ConversationResetMessage):
             return [{"type": "conversation_reset", **dataclasses.asdict(message)}]
         # A message class this SDK version added after this code was written: surface it.
-        raw = dataclasses.asdict(message) if dataclasses.is_dataclass(message) else {"repr": repr(message)}
+        raw = dataclasses.asdict(message) if dataclasses.is_dataclass(message) else {"repr": repr(message)}  # type: ignore[arg-type]  # an instance, never a class
         return [{**raw, "type": type(message).__name__}]
 
     # --- one per SDK message kind ---------------------------------------------------------
@@ -510,7 +510,7 @@ class _Translator:
                 n = self._text_seen.get(message_id, 0)
                 self._text_seen[message_id] = n + 1
                 if block.text:
-                    content = [{"type": "text", "text": block.text}]
+                    content: list[dict[str, Any]] = [{"type": "text", "text": block.text}]
                     out.append(
                         {"type": "assistant", "message_id": _block_id(message_id, n), "content": content}
                     )
@@ -589,7 +589,7 @@ class _Translator:
             claimed = [u for u in self._pending if u in taken]
             self._pending = [u for u in self._pending if u not in taken]
             return bool(claimed)
-        origin_kind = (message.origin or {}).get("kind")
+        origin_kind = cast(dict[str, Any], message.origin or {}).get("kind")
         stray = message.num_turns == 0 and not message.is_error and not message.result
         if self._pending and origin_kind in (None, "human") and not stray:
             self._pending.pop(0)

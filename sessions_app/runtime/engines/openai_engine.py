@@ -22,10 +22,11 @@ import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import openai
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.options import Option, at_least, http_url, not_blank, positive
@@ -302,7 +303,9 @@ class OpenAIRun:
         parts: list[str] = []
         try:
             stream = await self.client.chat.completions.create(
-                messages=list(self.history),  # a copy: the request is built while we await
+                messages=cast(
+                    "list[ChatCompletionMessageParam]", list(self.history)
+                ),  # a copy: built while we await
                 stream=True,
                 **self.request,
             )
