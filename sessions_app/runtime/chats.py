@@ -13,6 +13,7 @@ import contextlib
 import logging
 import threading
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -58,8 +59,9 @@ class Audience:
 
 
 class Audiences:
-    """Every thread's audience in this process; an audience nobody watches is dropped (a
-    thread's ChatSession keeps a reference to its own, so it is never orphaned)."""
+    """Every thread's audience in this process; an audience nobody watches is dropped. A
+    thread's ChatSession emits through ``emitter``, which finds the thread's audience at each
+    emit, so a dropped audience and its successor are never confused."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -68,6 +70,15 @@ class Audiences:
     def of(self, thread_id: uuid.UUID) -> Audience:
         with self._lock:
             return self._by_thread.setdefault(thread_id, Audience())
+
+    def emitter(self, thread_id: uuid.UUID) -> Callable[[str, Any], Awaitable[None]]:
+        async def emit(event: str, data: Any) -> None:
+            with self._lock:
+                audience = self._by_thread.get(thread_id)
+            if audience is not None:
+                await audience(event, data)
+
+        return emit
 
     def leave_all(self, session_id: uuid.UUID) -> None:
         with self._lock:
@@ -96,7 +107,7 @@ async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSess
         # thread right now are in the database.
         for session_id in await database_sync_to_async(records.sessions_showing)(thread_id):
             audience.add(session_id)
-    return await pool.chat_session(thread_id, emit=audience, author=author)
+    return await pool.chat_session(thread_id, emit=audiences.emitter(thread_id), author=author)
 
 
 async def submit_here(request: dict[str, Any]) -> bool:
