@@ -11,11 +11,10 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.support.client import ChatClient, login_cookie
-from tests.support.server import uses_shared_services
 from threads_app.models import Box, Step
 
 pytestmark = [
-    pytest.mark.skipif(not uses_shared_services(), reason="needs DATABASE_URL (PostgreSQL) and REDIS_URL"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -31,12 +31,11 @@ from tests.support.cluster import (
     wait_until,
     wait_until_async,
 )
-from tests.support.server import uses_shared_services
 from threads_app.models import Box
 
 pytestmark = [
     pytest.mark.fault,
-    pytest.mark.skipif(not uses_shared_services(), reason="two processes need PostgreSQL and Redis"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -18,10 +18,10 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
 from tests.support.client import ChatClient, login_cookie
-from tests.support.server import LiveServer, uses_shared_services
+from tests.support.server import LiveServer
 
 pytestmark = [
-    pytest.mark.skipif(not uses_shared_services(), reason="needs DATABASE_URL (PostgreSQL) and REDIS_URL"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 

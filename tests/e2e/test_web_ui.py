@@ -31,7 +31,8 @@ from tests.apps.web_app import GREETING
 from threads_app.models import AcceptedMessage
 from threads_app.services import accept_message, ensure_thread, upsert_step
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# browser: drives Debian's Chromium through Playwright (skipped where it is not installed, outside CI).
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from sessions_app import webhooks
 from tests.support.client import api_token, login_cookie
-from tests.support.server import free_port, uses_shared_services
+from tests.support.server import free_port
 from threads_app.models import AcceptedMessage, Box, Step, Thread
 from threads_app.selectors import default_box_for
 
@@ -413,7 +413,7 @@ async def test_deliver_makes_a_secret_for_a_box_without_one(make_user, receiver,
     assert signed(stored, headers, raw) and json.loads(raw) == {"hello": "receiver"}
 
 
-@pytest.mark.skipif(not uses_shared_services(), reason="two processes need PostgreSQL and Redis")
+@pytest.mark.two_process  # skipped without PostgreSQL and Redis (tests/conftest.py)
 async def test_a_message_through_another_process_runs_in_the_box_owner(
     engine_server, retry_server, make_user, receiver
 ):
