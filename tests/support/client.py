@@ -25,6 +25,27 @@ async def login_cookie(base_url: str, username: str, password: str) -> str:
         return "; ".join(f"{c.key}={c.value}" for c in http.cookie_jar)
 
 
+async def user_cookie(base_url: str, user: Any) -> str:
+    """The Cookie header of ``user`` (made by ``make_user``, which keeps ``raw_password``)
+    signed in on the server at ``base_url``."""
+    return await login_cookie(base_url, user.username, user.raw_password)
+
+
+async def session_cookie(user: Any) -> str:
+    """A Cookie header with a Django session of ``user``, made without a server: for the
+    in-process socket tests, where no login page is served."""
+    from asgiref.sync import sync_to_async
+    from django.conf import settings
+    from django.test import Client
+
+    def sign_in() -> str:
+        client = Client()
+        client.force_login(user)
+        return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+    return await sync_to_async(sign_in)()
+
+
 class ChatClient:
     """One browser tab's worth of socket: a sessionId, the cookie, and the events received."""
 
@@ -110,6 +131,11 @@ class ChatClient:
 
     async def wait_text(self, text: str, timeout: float = 10) -> None:
         await self.wait_for(lambda c: text in c.texts(), timeout)
+
+
+async def signed_in(server: Any, user: Any) -> ChatClient:
+    """A ``ChatClient`` (not connected yet) for ``user``, signed in on ``server``."""
+    return ChatClient(server.url, await user_cookie(server.url, user))
 
 
 async def api_token(user) -> str:  # type: ignore[no-untyped-def]
