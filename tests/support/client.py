@@ -87,6 +87,28 @@ class ChatClient:
             wait_timeout=10,
         )
 
+    async def refused(self, auth: dict[str, Any]) -> Any:
+        """Connect with exactly ``auth`` (and the cookie, if any), which the server must
+        refuse; return what its ``connect_error`` said, as a client's handler would see it."""
+        errors: list[Any] = []
+        self.sio = self._new_client()
+        self.sio.on("connect_error", errors.append)
+        try:
+            await self.sio.connect(
+                self.base_url,
+                headers={"Cookie": self.cookie} if self.cookie else {},
+                auth=auth,
+                transports=["websocket"],
+                socketio_path="/ws/socket.io",
+                wait_timeout=10,
+            )
+        except socketio.exceptions.ConnectionError:
+            assert errors, "refused without a connect_error"
+            return errors[-1]
+        finally:
+            self.sio = None
+        raise AssertionError("the server accepted the connection")
+
     async def start(self, **kwargs: Any) -> None:
         """Connect and send ``connection_successful``, as the web client does on every connect."""
         await self.connect(**kwargs)
@@ -112,6 +134,10 @@ class ChatClient:
 
     def named(self, event: str) -> list[Any]:
         return [data for name, data in self.events if name == event]
+
+    def replies(self) -> list[str]:
+        """The engine's finished replies (an engine app streams, then updates the message)."""
+        return [m["output"] for m in self.named("update_message") if m["type"] == "assistant_message"]
 
     def texts(self) -> list[str]:
         return [m["output"] for m in self.named("new_message") + self.named("update_message")]
