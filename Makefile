@@ -13,7 +13,7 @@ DEMO_PASSWORD ?= demo-password
 WS_MAX_MESSAGE ?= 33554432
 DAPHNE_ARGS ?= --websocket-max-message-size $(WS_MAX_MESSAGE) --websocket-max-frame-size $(WS_MAX_MESSAGE)
 
-.PHONY: install run test lint format bench
+.PHONY: install run test test-fast lint format bench
 
 $(BIN)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,14 @@ run: install
 
 test: install
 	$(BIN)/pytest
+
+# Everything that runs in this process: no daphne, browser, second server, fault or abuse
+# replay (markers in pyproject.toml). The runtime state machine draws fewer examples here
+# (RUNTIME_SM_EXAMPLES; `make test` runs the full 30).
+FAST_MARKERS := not live and not browser and not two_process and not fault and not abuse
+RUNTIME_SM_EXAMPLES ?= 5
+test-fast: install
+	RUNTIME_SM_EXAMPLES=$(RUNTIME_SM_EXAMPLES) $(BIN)/pytest -m "$(FAST_MARKERS)"
 
 lint: install
 	$(BIN)/ruff check .

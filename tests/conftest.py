@@ -12,9 +12,30 @@ from django.db import connections
 
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import PrivateRedis
-from tests.support.server import ServerFactory, drop_stray_connections
+from tests.support.server import ServerFactory, drop_stray_connections, uses_shared_services
 
 pytest_plugins: list[str] = []
+
+# Markers (registered in pyproject.toml). ``live`` is given here to every test that starts
+# daphne, i.e. uses ``server_factory`` through any fixture; the other markers are set by each
+# module. `make test-fast` deselects all of these.
+SLOW_MARKERS = ("live", "browser", "two_process", "fault", "abuse")
+TWO_PROCESS_SKIP = (
+    "two_process: needs DATABASE_URL (PostgreSQL) and REDIS_URL (Redis), which two daphne "
+    "processes share; .ci/run sets both"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that start daphne ``live``; skip ``two_process`` tests when PostgreSQL
+    and Redis are not configured. That skip depends on the environment only; under CI (``CI``
+    set, where .ci/run configures both) it is not applied, so such a test fails instead."""
+    shared = uses_shared_services()
+    for item in items:
+        if "server_factory" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.live)
+        if item.get_closest_marker("two_process") and not shared and not os.environ.get("CI"):
+            item.add_marker(pytest.mark.skip(reason=TWO_PROCESS_SKIP))
 
 
 # Logins hash passwords on every test; a fast hasher keeps the suite quick. The servers the

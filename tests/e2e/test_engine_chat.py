@@ -5,18 +5,10 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import signed_in
 from threads_app.models import AcceptedMessage, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def signed_in(server, user) -> ChatClient:  # type: ignore[no-untyped-def]
-    return ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
-
-
-def replies(client: ChatClient) -> list[str]:
-    return [m["output"] for m in client.named("update_message") if m["type"] == "assistant_message"]
 
 
 @sync_to_async
@@ -32,11 +24,11 @@ async def test_reply_streams_token_by_token_and_a_mid_stream_message_waits_its_t
     await client.wait_event("stream_token", count=2)
     second = await client.send("second one")
     assert second["queued"] is True
-    await client.wait_for(lambda c: len(replies(c)) == 2, timeout=20)
+    await client.wait_for(lambda c: len(c.replies()) == 2, timeout=20)
     await client.wait_event("task_end", count=3)  # one from connection_successful, one per turn
 
     tokens = [t["token"] for t in client.named("stream_token")]
-    first_reply, second_reply = replies(client)
+    first_reply, second_reply = client.replies()
     assert first_reply == "Echo #1: the first message has several words"
     assert second_reply == "Echo #2: second one"
     assert "".join(tokens) == first_reply + second_reply
@@ -74,7 +66,7 @@ async def test_stop_interrupts_the_turn_and_clears_the_queue(engine_server, make
     assert (interrupted.state, interrupted.outcome) == ("transcribed", "interrupted")
     # The session carries on: the engine resumes its conversation on the next message.
     await client.send("again")
-    await client.wait_for(lambda c: replies(c)[1:] == ["Echo #2: again"], timeout=15)
+    await client.wait_for(lambda c: c.replies()[1:] == ["Echo #2: again"], timeout=15)
     assert first["threadId"] == queued["threadId"]
     await client.disconnect()
 
@@ -85,9 +77,9 @@ async def test_the_same_message_id_twice_is_one_acceptance_and_one_step(engine_s
     answer = await client.send("only once", "6f0a4b8e-3a55-4c54-9a57-9a4f1c3f4e21")
     again = await client.send("only once", "6f0a4b8e-3a55-4c54-9a57-9a4f1c3f4e21")
     assert again["messageId"] == answer["messageId"] and again["threadId"] == answer["threadId"]
-    await client.wait_for(lambda c: len(replies(c)) == 1)
+    await client.wait_for(lambda c: len(c.replies()) == 1)
     await asyncio.sleep(0.3)
-    assert len(replies(client)) == 1
+    assert len(client.replies()) == 1
     assert len(await user_steps(answer["threadId"])) == 1
     conflict = await client.call(
         "client_message", {"message": {"id": "6f0a4b8e-3a55-4c54-9a57-9a4f1c3f4e21", "output": "different"}}
@@ -101,12 +93,12 @@ async def test_a_resumed_thread_resumes_the_engine_conversation(engine_server, m
     client = await signed_in(engine_server, user)
     await client.start()
     answer = await client.send("remember me")
-    await client.wait_for(lambda c: replies(c) == ["Echo #1: remember me"])
+    await client.wait_for(lambda c: c.replies() == ["Echo #1: remember me"])
     await client.disconnect()
 
     later = await signed_in(engine_server, user)
     await later.start(thread_id=answer["threadId"])
     await later.wait_event("resume_thread")
     await later.send("back again")
-    await later.wait_for(lambda c: replies(c) == ["Echo #2: back again"], timeout=15)
+    await later.wait_for(lambda c: c.replies() == ["Echo #2: back again"], timeout=15)
     await later.disconnect()

@@ -10,12 +10,11 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.support.client import ChatClient, login_cookie
-from tests.support.server import uses_shared_services
+from tests.support.client import signed_in
 from threads_app.models import Box, Step
 
 pytestmark = [
-    pytest.mark.skipif(not uses_shared_services(), reason="needs DATABASE_URL (PostgreSQL) and REDIS_URL"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 
@@ -29,10 +28,6 @@ def engine_pair(server_factory, tmp_path_factory):  # type: ignore[no-untyped-de
     b.stop()
 
 
-def replies(client: ChatClient) -> list[str]:
-    return [m["output"] for m in client.named("update_message") if m["type"] == "assistant_message"]
-
-
 @sync_to_async
 def transcript(thread_id: str) -> list[tuple[str, str]]:
     return list(Step.objects.filter(thread_id=thread_id).order_by("seq").values_list("type", "output"))
@@ -41,22 +36,22 @@ def transcript(thread_id: str) -> list[tuple[str, str]]:
 async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pair, make_user):
     a, b = engine_pair
     user = make_user()
-    tab_a = ChatClient(a.url, await login_cookie(a.url, user.username, user.raw_password))
+    tab_a = await signed_in(a, user)
     await tab_a.start()
     first = await tab_a.send("!slow 0.1\nfirst from tab a")
     thread_id = first["threadId"]
     await tab_a.wait_event("stream_token")
 
-    tab_b = ChatClient(b.url, await login_cookie(b.url, user.username, user.raw_password))
+    tab_b = await signed_in(b, user)
     await tab_b.start(thread_id=thread_id)
     await tab_b.wait_event("resume_thread")
     second = await tab_b.send("from tab b")
     assert second["queued"] is True  # the run on A is busy: B's message waits for it
 
-    await tab_a.wait_for(lambda c: len(replies(c)) == 2, timeout=20)
-    await tab_b.wait_for(lambda c: "Echo #2: from tab b" in replies(c), timeout=20)
+    await tab_a.wait_for(lambda c: len(c.replies()) == 2, timeout=20)
+    await tab_b.wait_for(lambda c: "Echo #2: from tab b" in c.replies(), timeout=20)
     # One engine conversation answered both, in order: the echo counted 1 then 2.
-    assert replies(tab_a) == ["Echo #1: first from tab a", "Echo #2: from tab b"]
+    assert tab_a.replies() == ["Echo #1: first from tab a", "Echo #2: from tab b"]
     assert await transcript(thread_id) == [
         ("user_message", "!slow 0.1\nfirst from tab a"),
         ("assistant_message", "Echo #1: first from tab a"),
@@ -76,6 +71,6 @@ async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pai
     await tab_b.emit("stop")
     await tab_b.wait_text("Task manually stopped.")
     await asyncio.sleep(1.0)
-    assert not any("stopped from tab b" in r for r in replies(tab_a) + replies(tab_b))
+    assert not any("stopped from tab b" in r for r in tab_a.replies() + tab_b.replies())
     await tab_a.disconnect()
     await tab_b.disconnect()

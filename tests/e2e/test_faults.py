@@ -21,22 +21,20 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import ServerProcess, SocketSession
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import ChatClient, signed_in
 from tests.support.cluster import (
     all_settled,
     assert_each_send_transcribed_once,
     sessions_on_dead_sockets,
     start_cluster,
     thread_record,
-    wait_until,
-    wait_until_async,
 )
-from tests.support.server import uses_shared_services
+from tests.support.waiting import wait_until, wait_until_async
 from threads_app.models import Box
 
 pytestmark = [
     pytest.mark.fault,
-    pytest.mark.skipif(not uses_shared_services(), reason="two processes need PostgreSQL and Redis"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 
@@ -94,9 +92,7 @@ async def test_a_reply_survives_its_socket(cluster, make_user, how):
     thread_id = await first_thread(cluster, client)
     watcher = None
     if cluster.kind == "engine":  # a second tab on the thread, on the other process, sees it all
-        watcher = ChatClient(
-            cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password)
-        )
+        watcher = await signed_in(cluster.b, user)
         cluster.clients.append(watcher)
         await watcher.start(thread_id=thread_id)
         await watcher.wait_event("resume_thread")
@@ -354,10 +350,7 @@ async def _ended(session_id: str) -> bool:
 async def _churn(cluster, users, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
     """Sockets of other users connect to B and leave, as fast as they can, until ``stop``."""
     rounds = 0
-    clients = [
-        ChatClient(cluster.b.url, await login_cookie(cluster.b.url, u.username, u.raw_password))
-        for u in users
-    ]
+    clients = [await signed_in(cluster.b, u) for u in users]
     while not stop.is_set():
         await asyncio.gather(*(c.start() for c in clients))
         await asyncio.gather(*(c.disconnect() for c in clients))
@@ -375,9 +368,7 @@ async def test_a_stream_across_processes_loses_nothing_while_other_sockets_churn
     client = await started(cluster, user)  # through the proxy, to A: A runs the box / the hooks
     thread_id = await first_thread(cluster, client)
     if cluster.kind == "engine":
-        viewer = ChatClient(
-            cluster.b.url, await login_cookie(cluster.b.url, user.username, user.raw_password)
-        )
+        viewer = await signed_in(cluster.b, user)
         cluster.clients.append(viewer)
         await viewer.start(thread_id=thread_id)
         await viewer.wait_event("resume_thread")

@@ -17,11 +17,12 @@ import socketio
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
-from tests.support.client import ChatClient, login_cookie
-from tests.support.server import LiveServer, uses_shared_services
+from tests.support.client import ChatClient, signed_in, user_cookie
+from tests.support.server import LiveServer
+from tests.support.waiting import wait_until
 
 pytestmark = [
-    pytest.mark.skipif(not uses_shared_services(), reason="needs DATABASE_URL (PostgreSQL) and REDIS_URL"),
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
     pytest.mark.django_db(transaction=True),
 ]
 
@@ -50,25 +51,12 @@ def pair(server_factory):  # type: ignore[no-untyped-def]
     b.stop()
 
 
-async def signed_in(server: LiveServer, user) -> ChatClient:  # type: ignore[no-untyped-def]
-    return ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
-
-
 async def move(client: ChatClient, to: LiveServer) -> None:
     """Drop the socket and reconnect, same sessionId, to the other server."""
     await client.disconnect()
     client.base_url = to.url
     client.events.clear()
     await client.start()
-
-
-async def wait_until(predicate, timeout: float = 10, every: float = 0.05) -> None:  # type: ignore[no-untyped-def]
-    """Poll a synchronous condition (hook log, time) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(every)
 
 
 async def settled(read, expected: int, timeout: float) -> None:  # type: ignore[no-untyped-def]
@@ -226,7 +214,7 @@ async def test_300_simultaneous_disconnects_leave_nothing_behind(server_factory,
 
     server = server_factory.start()
     user = make_user()
-    cookie = await login_cookie(server.url, user.username, user.raw_password)
+    cookie = await user_cookie(server.url, user)
     session_ids = [str(uuid.uuid4()) for _ in range(BURST)]
     group_keys = [f"asgi:group:session.{uuid.UUID(s).hex}" for s in session_ids]
     clients = [socketio.AsyncClient(reconnection=False) for _ in session_ids]

@@ -13,14 +13,10 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from tests.media_app.photos import assert_no_payload, b64, image_refs, photo
-from tests.support.client import ChatClient, api_token, login_cookie
+from tests.support.client import ChatClient, api_token, signed_in, user_cookie
 from threads_app.models import AcceptedMessage, Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def replies(client: ChatClient) -> list[str]:
-    return [m["output"] for m in client.named("update_message") if m["type"] == "assistant_message"]
 
 
 async def http(server, token: str, method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]
@@ -75,7 +71,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
     status, second = await upload(engine_server, token, small, name="photo.jpg")  # the name lies
     assert status == 201 and second["contentType"] == "image/png"
 
-    cookie = await login_cookie(engine_server.url, user.username, user.raw_password)
+    cookie = await user_cookie(engine_server.url, user)
     client = ChatClient(engine_server.url, cookie)
     await client.start()
     answer = await client.call(
@@ -86,7 +82,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
         },
     )
     assert "error" not in answer, answer
-    await client.wait_for(lambda c: replies(c) == ["Echo #1: what is this? [2 images received]"], timeout=20)
+    await client.wait_for(lambda c: c.replies() == ["Echo #1: what is this? [2 images received]"], timeout=20)
 
     # The transcript keeps the photos inline, as base64 image blocks, byte for byte.
     step = await user_step(answer["threadId"])
@@ -125,9 +121,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
     assert status == 404
     status, _, _ = await http(engine_server, token, "GET", f"/api/session-media/{refs[0]}0000")
     assert status == 400
-    other = ChatClient(
-        engine_server.url, await login_cookie(engine_server.url, stranger.username, stranger.raw_password)
-    )
+    other = await signed_in(engine_server, stranger)
     await other.start()
     refused = await other.call(
         "client_message",
@@ -139,9 +133,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
 
 async def test_bad_file_references_are_refused_before_anything_is_recorded(engine_server, make_user):
     user = make_user()
-    client = ChatClient(
-        engine_server.url, await login_cookie(engine_server.url, user.username, user.raw_password)
-    )
+    client = await signed_in(engine_server, user)
     await client.start()
     for references, expected in (
         ([{"id": str(uuid.uuid4())}], "no upload"),

@@ -19,8 +19,10 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from sessions_app import webhooks
-from tests.support.client import api_token, login_cookie
-from tests.support.server import free_port, uses_shared_services
+from tests.support.client import api_token, user_cookie
+from tests.support.loopback import serving
+from tests.support.server import free_port
+from tests.support.waiting import wait_until_async
 from threads_app.models import AcceptedMessage, Box, Step, Thread
 from threads_app.services import default_box_for
 
@@ -96,15 +98,9 @@ class Receiver:
 @pytest.fixture
 async def receiver():  # type: ignore[no-untyped-def]
     hook = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", hook.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hook.url = f"http://127.0.0.1:{runner.addresses[0][1]}/hook"
-    yield hook
-    await runner.cleanup()
+    async with serving(hook.handle) as port:
+        hook.url = f"http://127.0.0.1:{port}/hook"
+        yield hook
 
 
 @pytest.fixture(scope="module")
@@ -146,14 +142,6 @@ def signed(secret: str, headers: dict[str, str], body: bytes) -> bool:
     message = f"{headers['X-Tether-Timestamp']}.{headers['X-Tether-Delivery']}.".encode() + body
     expected = "sha256=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
     return hmac.compare_digest(expected, headers["X-Tether-Signature"])
-
-
-async def wait_for(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    async def poll() -> None:
-        while not await predicate():  # noqa: ASYNC110 - polling the database
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def test_202_before_the_engine_answers_then_the_response_in_the_transcript_and_at_the_webhook(
@@ -353,7 +341,7 @@ async def test_refusals(engine_server, make_user):
     assert (await post(engine_server, thread_id, message("anonymous")))[0] == 401
     assert await accepted(author=other) == []
     assert {str(m.pk) for m in await accepted(thread_id=thread_id)} == {first["messageId"]}
-    await wait_for(lambda: _answered(thread_id, 1))
+    await wait_until_async(lambda: _answered(thread_id, 1))
 
 
 async def _answered(thread_id: str, turns: int) -> bool:
@@ -362,7 +350,7 @@ async def _answered(thread_id: str, turns: int) -> bool:
 
 async def test_session_authentication_needs_the_csrf_token(engine_server, make_user):
     user = make_user()
-    cookie = await login_cookie(engine_server.url, user.username, user.raw_password)
+    cookie = await user_cookie(engine_server.url, user)
     csrf = re.search(r"csrftoken=([^;]+)", cookie)
     assert csrf
     thread_id = str(uuid.uuid4())
@@ -374,7 +362,7 @@ async def test_session_authentication_needs_the_csrf_token(engine_server, make_u
         202,
         accepted_answer(thread_id, body),
     )
-    await wait_for(lambda: _answered(thread_id, 1))
+    await wait_until_async(lambda: _answered(thread_id, 1))
 
 
 async def test_sends_are_throttled(retry_server, make_user, receiver):
@@ -413,7 +401,7 @@ async def test_deliver_makes_a_secret_for_a_box_without_one(make_user, receiver,
     assert signed(stored, headers, raw) and json.loads(raw) == {"hello": "receiver"}
 
 
-@pytest.mark.skipif(not uses_shared_services(), reason="two processes need PostgreSQL and Redis")
+@pytest.mark.two_process  # skipped without PostgreSQL and Redis (tests/conftest.py)
 async def test_a_message_through_another_process_runs_in_the_box_owner(
     engine_server, retry_server, make_user, receiver
 ):

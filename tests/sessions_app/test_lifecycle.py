@@ -9,19 +9,11 @@ import socketio
 from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import ChatClient, signed_in
+from tests.support.waiting import settle
 from threads_app.models import Step, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def signed_in(server, user) -> ChatClient:  # type: ignore[no-untyped-def]
-    return ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
-
-
-async def settle(seconds: float = 0.3) -> None:
-    """Give the server's background tasks a moment (used only before asserting absence)."""
-    await asyncio.sleep(seconds)
 
 
 @sync_to_async
@@ -131,31 +123,9 @@ async def test_another_user_cannot_resume_the_thread_or_take_the_session(server,
 
 async def test_refusals_name_the_reason(server, make_user):
     anonymous = ChatClient(server.url)
-    anonymous.sio = anonymous.new_socketio_client()
-    errors: list = []
-    anonymous.sio.on("connect_error", lambda data: errors.append(data))
-    with pytest.raises(socketio.exceptions.ConnectionError):
-        await anonymous.sio.connect(
-            server.url,
-            auth={"sessionId": str(uuid.uuid4())},
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
-        )
-    assert errors and errors[0]["message"] == "authentication failed"
-
+    assert (await anonymous.refused({"sessionId": str(uuid.uuid4())}))["message"] == "authentication failed"
     client = await signed_in(server, make_user())
-    client.session_id = "not-a-uuid"
-    client.sio = client.new_socketio_client()
-    client.sio.on("connect_error", lambda data: errors.append(data))
-    with pytest.raises(socketio.exceptions.ConnectionError):
-        await client.sio.connect(
-            server.url,
-            headers={"Cookie": client.cookie},
-            auth={"sessionId": "not-a-uuid"},
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
-        )
-    assert errors[-1]["message"] == "sessionId must be a UUID"
+    assert (await client.refused({"sessionId": "not-a-uuid"}))["message"] == "sessionId must be a UUID"
 
 
 async def test_same_message_id_twice_is_one_step(server, make_user):

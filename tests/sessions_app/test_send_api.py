@@ -10,7 +10,8 @@ import aiohttp
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.support.client import ChatClient, api_token, login_cookie
+from tests.support.client import api_token, signed_in
+from tests.support.waiting import wait_until_async
 from threads_app.models import AcceptedMessage, Step, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,14 +35,6 @@ def user_steps(thread_id: str) -> list[Step]:
     return list(Step.objects.filter(thread_id=thread_id, type="user_message").order_by("seq"))
 
 
-async def wait_for(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    async def poll() -> None:
-        while not await predicate():  # noqa: ASYNC110 - polling the database
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), timeout)
-
-
 async def test_twenty_concurrent_identical_sends_make_one_record_and_twenty_identical_answers(
     engine_server, make_user
 ):
@@ -53,7 +46,7 @@ async def test_twenty_concurrent_identical_sends_make_one_record_and_twenty_iden
     assert all(answer == answers[0] for answer in answers)
     assert set(answers[0]) == {"threadId", "messageId", "queued"}
     assert len(await accepted(pk=body["messageId"])) == 1
-    await wait_for(lambda: _transcribed(body["messageId"]))
+    await wait_until_async(lambda: _transcribed(body["messageId"]))
     assert len(await user_steps(answers[0]["threadId"])) == 1
 
 
@@ -64,16 +57,14 @@ async def _transcribed(message_id: str) -> bool:
 
 async def test_twenty_concurrent_identical_socket_sends_are_one_record(engine_server, make_user):
     user = make_user()
-    client = ChatClient(
-        engine_server.url, await login_cookie(engine_server.url, user.username, user.raw_password)
-    )
+    client = await signed_in(engine_server, user)
     await client.start()
     first = await client.send("open the thread")
     message = {"message": {"id": str(uuid.uuid4()), "output": "same id, twenty times"}}
     answers = await asyncio.gather(*(client.call("client_message", message) for _ in range(20)))
     assert all(answer == answers[0] for answer in answers) and answers[0]["threadId"] == first["threadId"]
     assert len(await accepted(pk=message["message"]["id"])) == 1
-    await wait_for(lambda: _transcribed(message["message"]["id"]))
+    await wait_until_async(lambda: _transcribed(message["message"]["id"]))
     await client.disconnect()
 
 
@@ -106,9 +97,7 @@ async def test_http_sends_reach_every_socket_of_the_thread_and_queue_behind_a_ru
 ):
     user = make_user()
     token = await api_token(user)
-    watcher = ChatClient(
-        engine_server.url, await login_cookie(engine_server.url, user.username, user.raw_password)
-    )
+    watcher = await signed_in(engine_server, user)
     await watcher.start()
     opened = await watcher.send("!slow 0.1\nthe first turn takes a little while to stream")
     thread_id = opened["threadId"]
@@ -126,7 +115,7 @@ async def test_http_sends_reach_every_socket_of_the_thread_and_queue_behind_a_ru
     )
     row = (await accepted(pk=answer["messageId"]))[0]
     assert row.state == AcceptedMessage.State.PENDING and row.queued is True
-    await wait_for(lambda: _transcribed(answer["messageId"]))
+    await wait_until_async(lambda: _transcribed(answer["messageId"]))
     steps = await user_steps(thread_id)
     assert [s.metadata["acceptedIds"] for s in steps] == [[opened["messageId"]], [answer["messageId"]]]
     await watcher.wait_text("Echo #2: from the API", timeout=15)
@@ -148,7 +137,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     )
     assert status == 200
     thread_id = first["threadId"]
-    await wait_for(lambda: _transcribed(first["messageId"]))
+    await wait_until_async(lambda: _transcribed(first["messageId"]))
     sends = [
         {"threadId": thread_id, "messageId": str(uuid.uuid4()), "message": f"answered 200 #{i}"}
         for i in range(3)
@@ -159,7 +148,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     for pid in _engine_pids(engine_server):
         os.kill(pid, signal.SIGKILL)
     for body in sends:
-        await wait_for(lambda body=body: _transcribed(body["messageId"]), timeout=20)
+        await wait_until_async(lambda body=body: _transcribed(body["messageId"]), timeout=20)
     ids = [i for s in await user_steps(thread_id) for i in s.metadata["acceptedIds"]]
     assert sorted(ids) == sorted([first["messageId"], *(b["messageId"] for b in sends)])
     assert len(ids) == len(set(ids))
@@ -186,7 +175,7 @@ async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_
         {"messageId": str(uuid.uuid4()), "message": "!slow 0.15\nkeep the engine busy a while"},
     )
     thread_id = first["threadId"]
-    await wait_for(lambda: _transcribed(first["messageId"]))
+    await wait_until_async(lambda: _transcribed(first["messageId"]))
     status, second = await post_send(
         engine_server,
         token,
@@ -200,7 +189,7 @@ async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_
         i for e in during["entries"] for i in e["metadata"].get("acceptedIds", [])
     ]
 
-    await wait_for(lambda: _transcribed(second["messageId"]), timeout=20)
+    await wait_until_async(lambda: _transcribed(second["messageId"]), timeout=20)
     after = await get_json(engine_server, token, f"/api/threads/{thread_id}/bootstrap/")
     assert after["pending"] == []
     users = [e for e in after["entries"] if e["type"] == "user_message"]

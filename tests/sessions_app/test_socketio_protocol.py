@@ -4,14 +4,16 @@ Well-formed traffic goes through python-socketio's ``AsyncClient`` (via ``ChatCl
 an unmodified client cannot send (garbage, broken JSON, binary frames, events before the
 namespace CONNECT, a client that never answers pings) goes through a raw aiohttp WebSocket.
 Every bad-input test also checks that a bystander connected to the same server is still
-served afterwards.
+served afterwards. The same protocol logic runs in process, without a server, in
+``test_consumer_inprocess.py`` (fast, and debuggable in one stack); the frame helpers of both
+are in ``tests/support/wire.py``.
 """
 
 import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -21,134 +23,15 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from socketio import packet as sio
 
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import ChatClient, user_cookie
+from tests.support.wire import RawSocket, decode, new_auth, raw_socket
 from threads_app.models import Step, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-EIO4 = "EIO=4&transport=websocket"
 FAST_PING_INTERVAL = 0.3
 FAST_PING_TIMEOUT = 0.6
 SMALL_MAX_PAYLOAD = 2000
-
-
-class Closed(Exception):
-    """The server closed the raw socket; ``code`` is the WebSocket close code."""
-
-    def __init__(self, code: int | None) -> None:
-        super().__init__(f"socket closed with code {code}")
-        self.code = code
-
-
-class RawSocket:
-    """A bare Engine.IO 4 WebSocket: frames in and out, nothing done for us but pongs."""
-
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, *, answer_pings: bool) -> None:
-        self.ws = ws
-        self.answer_pings = answer_pings
-        self.pings: list[float] = []
-        self.frames: list[str] = []
-        self.open: dict[str, Any] = {}
-
-    async def next_frame(self, timeout: float = 5) -> str:
-        """The next text frame other than a ping (pings are recorded, and answered if asked)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            message = await self.ws.receive(remaining)
-            if message.type == aiohttp.WSMsgType.TEXT:
-                if message.data == "2":
-                    self.pings.append(time.monotonic())
-                    if self.answer_pings:
-                        await self.ws.send_str("3")
-                    continue
-                self.frames.append(message.data)
-                return message.data
-            if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
-                raise Closed(self.ws.close_code)
-            raise AssertionError(f"unexpected frame {message!r}")
-
-    async def expect(self, matches: Callable[[str], bool], timeout: float = 5) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            frame = await self.next_frame(deadline - time.monotonic())
-            if matches(frame):
-                return frame
-
-    async def event(self, name: str, timeout: float = 5) -> list[Any]:
-        """Wait for an EVENT named ``name`` on ``/``; return its arguments."""
-
-        def is_it(frame: str) -> bool:
-            return frame.startswith("42") and decode(frame).data[0] == name
-
-        return decode(await self.expect(is_it, timeout)).data[1:]
-
-    async def ack(self, ack_id: int, timeout: float = 5) -> list[Any]:
-        """Wait for the ACK packet answering ``ack_id``; return its arguments."""
-        frame = await self.expect(lambda f: f.startswith(f"43{ack_id}["), timeout)
-        packet = decode(frame)
-        assert packet.id == ack_id
-        return packet.data
-
-    async def closed(self, timeout: float = 5) -> int | None:
-        """Read (and keep) frames until the server closes; return the close code."""
-        try:
-            await self.expect(lambda _frame: False, timeout)
-        except Closed as closed:
-            return closed.code
-        raise AssertionError("unreachable")
-
-    async def handshake(self) -> dict[str, Any]:
-        frame = await self.next_frame()
-        assert frame[0] == "0", f"expected the Engine.IO open packet, got {frame!r}"
-        self.open = json.loads(frame[1:])
-        return self.open
-
-    async def connect_namespace(self, auth: dict[str, Any] | None = None) -> str:
-        """Send the namespace CONNECT for ``/``; return the Socket.IO sid of the answer."""
-        await self.ws.send_str("40" + json.dumps(auth if auth is not None else new_auth()))
-        frame = await self.expect(lambda f: f.startswith(("40", "44")))
-        assert frame.startswith("40{"), f"namespace CONNECT refused: {frame!r}"
-        return json.loads(frame[2:])["sid"]
-
-    async def send_event(self, event: str, *args: Any, ack_id: int | None = None) -> None:
-        packet = sio.Packet(sio.EVENT, [event, *args], id=ack_id, binary=False)
-        await self.ws.send_str("4" + packet.encode())
-
-    async def still_usable(self, ack_id: int = 99) -> None:
-        """The socket still answers: an acknowledged event gets its ACK. (``chat_settings_change``
-        runs no hook that could outlive the test and race the database flush.)"""
-        await self.send_event("chat_settings_change", {}, ack_id=ack_id)
-        assert await self.ack(ack_id) == [None]
-
-
-def decode(frame: str) -> sio.Packet:
-    assert frame[0] == "4", f"not an Engine.IO MESSAGE: {frame!r}"
-    return sio.Packet(encoded_packet=frame[1:])
-
-
-def new_auth() -> dict[str, Any]:
-    return {"sessionId": str(uuid.uuid4()), "clientType": "webapp", "userEnv": "{}"}
-
-
-@asynccontextmanager
-async def raw_socket(
-    server: Any, cookie: str | None, *, query: str = EIO4, answer_pings: bool = True
-) -> AsyncIterator[RawSocket]:
-    headers = {"Cookie": cookie} if cookie else {}
-    async with (
-        aiohttp.ClientSession() as http,
-        http.ws_connect(
-            f"ws://127.0.0.1:{server.port}/ws/socket.io/?{query}", headers=headers, heartbeat=None
-        ) as ws,
-    ):
-        yield RawSocket(ws, answer_pings=answer_pings)
-
-
-async def cookie_for(server: Any, user: Any) -> str:
-    return await login_cookie(server.url, user.username, user.raw_password)
 
 
 @asynccontextmanager
@@ -198,7 +81,7 @@ def fast_server(server_factory):  # type: ignore[no-untyped-def]
 @pytest.fixture
 async def cookie(server, make_user):  # type: ignore[no-untyped-def]
     """A signed-in user's Cookie header (sessions live in the database: valid on every server)."""
-    return await cookie_for(server, make_user())
+    return await user_cookie(server.url, make_user())
 
 
 @pytest.fixture
@@ -376,7 +259,7 @@ async def test_unknown_event_gets_an_error_event_and_an_error_ack(server, cookie
 
 async def test_client_message_with_a_non_uuid_id_is_refused_and_not_stored(server, make_user, bystander):
     user = make_user()
-    client = await healthy_client(server, await cookie_for(server, user))
+    client = await healthy_client(server, await user_cookie(server.url, user))
     try:
         answer = await client.call("client_message", {"message": {"id": "not-a-uuid", "output": "hi"}})
         assert answer == {"error": "message.id must be a UUID"}
@@ -392,7 +275,7 @@ async def test_client_message_with_a_non_uuid_id_is_refused_and_not_stored(serve
 
 async def test_client_message_with_wrong_types_is_refused(server, make_user, bystander):
     user = make_user()
-    client = await healthy_client(server, await cookie_for(server, user))
+    client = await healthy_client(server, await user_cookie(server.url, user))
     cases = [
         ({"message": {"id": str(uuid.uuid4()), "output": 42}}, "message.output must be a string"),
         ({"message": {"id": str(uuid.uuid4()), "output": ["hi"]}}, "message.output must be a string"),
@@ -455,7 +338,7 @@ async def test_frame_over_max_payload_gets_an_error_then_close_4009(fast_server,
     user = make_user()
     other = await healthy_client(fast_server, cookie)
     try:
-        async with connected(fast_server, await cookie_for(fast_server, user)) as sock:
+        async with connected(fast_server, await user_cookie(fast_server.url, user)) as sock:
             assert sock.open["maxPayload"] == SMALL_MAX_PAYLOAD
             # Just under the limit is fine.
             fits = {"message": {"id": str(uuid.uuid4()), "output": "x" * (SMALL_MAX_PAYLOAD - 200)}}
@@ -479,7 +362,7 @@ async def test_frame_over_max_payload_gets_an_error_then_close_4009(fast_server,
 
 async def test_event_before_namespace_connect_is_refused(server, make_user, bystander):
     user = make_user()
-    async with raw_socket(server, await cookie_for(server, user)) as sock:
+    async with raw_socket(server, await user_cookie(server.url, user)) as sock:
         await sock.handshake()
         await sock.send_event(
             "client_message", {"message": {"id": str(uuid.uuid4()), "output": "early"}}, ack_id=3

@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app import webhook_targets, webhooks
 from tests.support.client import api_token
+from tests.support.loopback import serving
 from threads_app.models import Box
 from threads_app.services import default_box_for
 
@@ -92,15 +93,9 @@ class Receiver:
 @pytest.fixture
 async def receiver():  # type: ignore[no-untyped-def]
     hook = Receiver()
-    app = web.Application()
-    app.router.add_post("/hook", hook.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    hook.port = runner.addresses[0][1]
-    yield hook
-    await runner.cleanup()
+    async with serving(hook.handle) as port:
+        hook.port = port
+        yield hook
 
 
 @sync_to_async

@@ -25,6 +25,27 @@ async def login_cookie(base_url: str, username: str, password: str) -> str:
         return "; ".join(f"{c.key}={c.value}" for c in http.cookie_jar)
 
 
+async def user_cookie(base_url: str, user: Any) -> str:
+    """The Cookie header of ``user`` (made by ``make_user``, which keeps ``raw_password``)
+    signed in on the server at ``base_url``."""
+    return await login_cookie(base_url, user.username, user.raw_password)
+
+
+async def session_cookie(user: Any) -> str:
+    """A Cookie header with a Django session of ``user``, made without a server: for the
+    in-process socket tests, where no login page is served."""
+    from asgiref.sync import sync_to_async
+    from django.conf import settings
+    from django.test import Client
+
+    def sign_in() -> str:
+        client = Client()
+        client.force_login(user)
+        return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+    return await sync_to_async(sign_in)()
+
+
 class ChatClient:
     """One browser tab's worth of socket: a sessionId, the cookie, and the events received."""
 
@@ -66,6 +87,28 @@ class ChatClient:
             wait_timeout=10,
         )
 
+    async def refused(self, auth: dict[str, Any]) -> Any:
+        """Connect with exactly ``auth`` (and the cookie, if any), which the server must
+        refuse; return what its ``connect_error`` said, as a client's handler would see it."""
+        errors: list[Any] = []
+        self.sio = self.new_socketio_client()
+        self.sio.on("connect_error", errors.append)
+        try:
+            await self.sio.connect(
+                self.base_url,
+                headers={"Cookie": self.cookie} if self.cookie else {},
+                auth=auth,
+                transports=["websocket"],
+                socketio_path="/ws/socket.io",
+                wait_timeout=10,
+            )
+        except socketio.exceptions.ConnectionError:
+            assert errors, "refused without a connect_error"
+            return errors[-1]
+        finally:
+            self.sio = None
+        raise AssertionError("the server accepted the connection")
+
     async def start(self, **kwargs: Any) -> None:
         """Connect and send ``connection_successful``, as the web client does on every connect."""
         await self.connect(**kwargs)
@@ -92,6 +135,10 @@ class ChatClient:
     def named(self, event: str) -> list[Any]:
         return [data for name, data in self.events if name == event]
 
+    def replies(self) -> list[str]:
+        """The engine's finished replies (an engine app streams, then updates the message)."""
+        return [m["output"] for m in self.named("update_message") if m["type"] == "assistant_message"]
+
     def texts(self) -> list[str]:
         return [m["output"] for m in self.named("new_message") + self.named("update_message")]
 
@@ -110,6 +157,11 @@ class ChatClient:
 
     async def wait_text(self, text: str, timeout: float = 10) -> None:
         await self.wait_for(lambda c: text in c.texts(), timeout)
+
+
+async def signed_in(server: Any, user: Any) -> ChatClient:
+    """A ``ChatClient`` (not connected yet) for ``user``, signed in on ``server``."""
+    return ChatClient(server.url, await user_cookie(server.url, user))
 
 
 async def api_token(user) -> str:  # type: ignore[no-untyped-def]

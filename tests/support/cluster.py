@@ -8,7 +8,6 @@ the other, and break it, kill processes or stop Redis between the two.
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
 from sessions_app.processes import live_processes
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import ChatClient, signed_in
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import PrivateRedis
 from tests.support.server import LiveServer, ServerFactory
@@ -47,7 +46,7 @@ class Cluster:
         self.proxy.set_backends([server.port])
 
     async def client(self, user: Any) -> ChatClient:
-        client = ChatClient(self.url, await login_cookie(self.url, user.username, user.raw_password))
+        client = await signed_in(self, user)
         self.clients.append(client)
         return client
 
@@ -93,26 +92,6 @@ def start_cluster(
     a = factory.start(hook_log=hook_log, **env)
     b = factory.start(hook_log=hook_log, **env)
     return Cluster(kind, a, b, proxy_for(a.port), redis, hook_log)
-
-
-async def wait_until(predicate: Callable[[], Any], timeout: float = 10, every: float = 0.05) -> float:
-    """Poll a synchronous condition; returns how long it took."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(every)
-    return time.monotonic() - started
-
-
-async def wait_until_async(predicate: Callable[[], Any], timeout: float = 10, every: float = 0.1) -> float:
-    """Poll an async condition (a database read); returns how long it took."""
-    started = time.monotonic()
-    while not await predicate():
-        if time.monotonic() - started > timeout:
-            raise TimeoutError("condition not met in time")
-        await asyncio.sleep(every)
-    return time.monotonic() - started
 
 
 @sync_to_async

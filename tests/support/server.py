@@ -1,6 +1,5 @@
 """Start real daphne processes serving ``chatproject.asgi`` on the test database."""
 
-import json
 import os
 import signal
 import socket
@@ -13,6 +12,8 @@ from typing import Any, Self
 
 from django.conf import settings
 from django.db import connection
+
+from tests.support.hook_log import hook_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 # The same WebSocket message cap as `make run` (daphne's 1 MiB default also limits what the
@@ -55,14 +56,7 @@ class LiveServer:
 
     def hooks(self, session: str | None = None, hook: str | None = None) -> list[dict[str, Any]]:
         """Hook calls logged by the test app, optionally filtered by session and hook name."""
-        if not self.hook_log.exists():
-            return []
-        calls = [json.loads(line) for line in self.hook_log.read_text().splitlines() if line.strip()]
-        return [
-            c
-            for c in calls
-            if (session is None or c["session"] == session) and (hook is None or c["hook"] == hook)
-        ]
+        return hook_calls(self.hook_log, session, hook)
 
     def alive(self) -> bool:
         return self.process.poll() is None

@@ -21,7 +21,7 @@ import pytest
 import redis
 import socketio
 
-from tests.support.client import ChatClient, login_cookie
+from tests.support.client import ChatClient, signed_in
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import PrivateRedis
 from tests.support.server import LiveServer, free_port
@@ -263,7 +263,7 @@ class DisconnectWatch:
 
 async def chat_through(proxy: FaultProxy, user: Any) -> ChatClient:
     """A signed-in client (the login goes through the proxy too) that got its greeting."""
-    client = ChatClient(proxy.url, await login_cookie(proxy.url, user.username, user.raw_password))
+    client = await signed_in(proxy, user)
     await client.start()
     await client.wait_text("greeting")
     return client
@@ -378,7 +378,7 @@ def test_private_redis_owns_its_process_and_directory():
 async def test_server_uses_the_given_redis_terminates_and_restarts(server_factory, private_redis, make_user):
     server: LiveServer = server_factory.start(REDIS_URL=private_redis.url)
     user = make_user()
-    client = ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
+    client = await signed_in(server, user)
     await client.start()
     await client.wait_text("greeting")
     group = f"asgi:group:session.{uuid.UUID(client.session_id).hex}"

@@ -211,8 +211,19 @@ LIVE_OPERATIONS = sorted(
 )
 
 
+def test_the_live_run_covers_every_other_operation():  # type: ignore[no-untyped-def]
+    """The live run below is parametrized by the schema: an operation that went missing from
+    it would quietly not be fuzzed, so the list is pinned here."""
+    assert LIVE_OPERATIONS == [
+        "GET /api/session-media/{thread_id}/{step_id}/{index}",
+        "POST /api/chat/send",
+        "POST /api/integrations/threads/{thread_id}/messages/",
+        "POST /api/uploads/",
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("label", LIVE_OPERATIONS or [pytest.param("none", marks=pytest.mark.skip("none"))])
+@pytest.mark.parametrize("label", LIVE_OPERATIONS)
 def test_other_operations_conform_to_the_schema_on_a_live_server(engine_server, api_data, label):  # type: ignore[no-untyped-def]
     method, path = label.split(" ", 1)
     live = schemathesis.openapi.from_url(f"{engine_server.url}/api/schema/?format=json")

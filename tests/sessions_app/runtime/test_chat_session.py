@@ -11,16 +11,9 @@ from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine
 from sessions_app.runtime.phases import Phase
 from tests.sessions_app.runtime.conftest import accept, accepted_ids_in, transcript
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def wait_until(predicate, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
-    async def poll() -> None:
-        while not predicate():  # noqa: ASYNC110 - polling state the session owns
-            await asyncio.sleep(0.01)
-
-    await asyncio.wait_for(poll(), timeout)
 
 
 async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
