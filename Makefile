@@ -37,7 +37,7 @@ test: install
 # replay (markers in pyproject.toml). The runtime state machine draws fewer examples here
 # (RUNTIME_SM_EXAMPLES; `make test` runs the full 30).
 FAST_MARKERS := not live and not browser and not two_process and not fault and not abuse
-RUNTIME_SM_EXAMPLES ?= 5
+RUNTIME_SM_EXAMPLES ?= 3
 test-fast: install
 	RUNTIME_SM_EXAMPLES=$(RUNTIME_SM_EXAMPLES) $(BIN)/pytest -m "$(FAST_MARKERS)"
 

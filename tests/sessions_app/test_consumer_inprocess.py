@@ -104,7 +104,7 @@ def written_for(user: Any) -> tuple[int, int]:
 
 @sync_to_async
 def thread_of(user: Any) -> Thread:
-    from threads_app.selectors import default_box_for
+    from threads_app.services import default_box_for
 
     return Thread.objects.create(owner=user, box=default_box_for(user), name="theirs")
 
