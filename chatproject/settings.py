@@ -247,6 +247,10 @@ STATIC_ROOT = VAR_DIR / "static"
 CHAT_APP = os.environ.get("CHAT_APP", "sessions_app.default_app")
 # Seconds a disconnected session is kept so that a reconnect restores it.
 SESSION_TIMEOUT = float(os.environ.get("SESSION_TIMEOUT", "3600"))
+# Budgets of what a client sends (sessions_app.inputs; the API uses the same message limit).
+MAX_MESSAGE_CHARS = int(os.environ.get("MAX_MESSAGE_CHARS", "100000"))
+CHAT_SETTINGS_MAX_BYTES = int(os.environ.get("CHAT_SETTINGS_MAX_BYTES", "65536"))
+USER_ENV_MAX_BYTES = int(os.environ.get("USER_ENV_MAX_BYTES", "16384"))
 # Liveness (sessions_app.processes): each server process writes a heartbeat this often, and
 # one whose heartbeat is older than PROCESS_DEAD_AFTER is dead; what it held is taken over.
 PROCESS_HEARTBEAT_EVERY = float(os.environ.get("PROCESS_HEARTBEAT_EVERY", "0.5"))

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import hook_sends, records
+from sessions_app import hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.live import LiveSession, live_sessions
@@ -75,10 +75,13 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
     client_type = auth.get("clientType") or "webapp"
     if not isinstance(client_type, str) or client_type not in CLIENT_TYPES:
         raise Refused(f"clientType must be one of {sorted(CLIENT_TYPES)}")
-    user_env = _parse_user_env(auth.get("userEnv"))
-    profile = auth.get("chatProfile") or ""
-    if not isinstance(profile, str):
-        raise Refused("chatProfile must be a string")
+    try:
+        user_env = inputs.clean_object(
+            _parse_user_env(auth.get("userEnv")), "userEnv", max_bytes=settings.USER_ENV_MAX_BYTES
+        )
+        profile = inputs.clean_text(auth.get("chatProfile") or "", "chatProfile", max_chars=1024)
+    except inputs.InvalidInput as bad:
+        raise Refused(str(bad)) from None
     try:
         opened = await database_sync_to_async(records.open_session)(
             session_id,
@@ -197,9 +200,10 @@ def parse_client_message(payload: Any) -> tuple[uuid.UUID, str, dict[str, Any]]:
         raise BadRequest("client_message needs {message: {id, output}}")
     message = payload["message"]
     message_id = parse_uuid(message.get("id"), "message.id")
-    output = message.get("output", "")
-    if not isinstance(output, str):
-        raise BadRequest("message.output must be a string")
+    try:
+        output = inputs.clean_text(message.get("output", ""), "message.output")
+    except inputs.InvalidInput as bad:
+        raise BadRequest(str(bad)) from None
     return message_id, output, message
 
 
@@ -223,6 +227,9 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
 async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
     retry = payload.get("retry") is True  # "send again" of a send that failed
+    wait = await limits.wait_before_next_send(live.user)
+    if wait is not None:
+        raise BadRequest(f"too many messages: the send rate is limited; send again in {wait:.0f} s")
     hooks = load_app()
     images: list[dict[str, Any]] = []
     if hooks.engine_runtime:
@@ -280,9 +287,14 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
 
 
 async def chat_settings_change(live: LiveSession, payload: Any) -> None:
-    if not isinstance(payload, dict):
-        raise BadRequest("chat_settings_change needs an object of settings")
-    live.chat_settings.update(payload)
+    try:
+        changes = inputs.clean_object(payload, "chat settings", max_bytes=settings.CHAT_SETTINGS_MAX_BYTES)
+        inputs.clean_object(
+            {**live.chat_settings, **changes}, "chat settings", max_bytes=settings.CHAT_SETTINGS_MAX_BYTES
+        )
+    except inputs.InvalidInput as bad:
+        raise BadRequest(str(bad)) from None
+    live.chat_settings.update(changes)
     hooks = load_app()
     if hooks.on_settings_update is not None:
         live.run_hook(hooks.on_settings_update, dict(live.chat_settings), with_task=False)

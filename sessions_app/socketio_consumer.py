@@ -10,6 +10,7 @@ there is no long-polling and no upgrade. Binary attachments are refused with an 
 
 import asyncio
 import logging
+import re
 import secrets
 from typing import Any
 from urllib.parse import parse_qs
@@ -17,7 +18,10 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from engineio import packet as eio
+from rest_framework.exceptions import ParseError
 from socketio import packet as sio
+
+from threads_app.parsers import check_shape
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +35,8 @@ CLOSE_TOO_BIG = 4009  # RFC 6455 1009, message too big
 CLOSE_GOING_AWAY = 4001  # RFC 6455 1001, the server is shutting down: reconnect elsewhere
 
 ERROR_EVENT = "error"
+# A Socket.IO packet's ack id: after the type digit and an optional "/namespace,".
+ACK_ID = re.compile(r"^\d(?:/[^,]*,)?(\d+)")
 
 
 class ConnectionRefused(Exception):
@@ -146,6 +152,14 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     # --- Socket.IO packets ---------------------------------------------------------------
 
     async def _receive_socketio(self, encoded: str) -> None:
+        try:
+            check_shape(encoded.encode("utf-8", "surrogatepass"))  # the API's JSON budgets
+        except ParseError as exc:
+            ack = ACK_ID.match(encoded)  # answer the call, if it was one, without parsing the JSON
+            await self.emit_error(
+                f"malformed packet: {exc.detail}", ack_id=int(ack.group(1)) if ack else None
+            )
+            return
         try:
             packet = sio.Packet(encoded_packet=encoded)
         except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: deeply nested JSON

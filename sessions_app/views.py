@@ -33,7 +33,7 @@ from threads_app.services import MessageConflict, ThreadNotOwned, ensure_thread
 from threads_app.throttling import SendRateThrottle
 
 T = TypeVar("T")
-MAX_MESSAGE_CHARS = 100_000
+MAX_MESSAGE_CHARS = settings.MAX_MESSAGE_CHARS
 # A send without a threadId opens a thread whose id is derived from the message id, so a
 # repeat of that send (also a concurrent one) lands in the same thread.
 NEW_THREAD_NAMESPACE = uuid.UUID("1b0d7a0c-58c4-4c43-9a0b-0f5c8f8e2d51")
