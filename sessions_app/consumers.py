@@ -10,6 +10,7 @@ from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
 from sessions_app.processes import heartbeat
+from sessions_app.record_events import user_group
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
 from sessions_app.thread_bus import thread_group
 
@@ -41,6 +42,7 @@ class ChatConsumer(SocketIOConsumer):
         assert self.live is not None
         local_sockets.attach(self.live.id, self)
         await self._group("add", session_group(self.live.id))
+        await self._group("add", user_group(self.live.user.pk))
 
     async def socketio_disconnect(self) -> None:
         """Always completes: the session is marked disconnected (so it can expire) even when
@@ -53,6 +55,7 @@ class ChatConsumer(SocketIOConsumer):
             await lifecycle.disconnect(live, self.channel_name)
         finally:
             await self._group("discard", session_group(live.id))
+            await self._group("discard", user_group(live.user.pk))
             await self._follow_thread(None)
 
     async def _group(self, op: str, group: str) -> bool:
@@ -117,6 +120,23 @@ class ChatConsumer(SocketIOConsumer):
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly
         await self.emit(message["event"], message["data"])
+
+    async def thread_deleted(self, message: dict[str, Any]) -> None:
+        """The thread this socket shows was deleted: its turn stops, the session ends, the
+        client is told and the socket closed."""
+        live = self.live
+        if live is None or str(live.thread_id) != message["thread"]:
+            return
+        await lifecycle.end_for_deleted_thread(live)
+        await self.emit("thread_deleted", {"threadId": message["thread"]})
+        await self.go_away()
+
+    async def user_deactivated(self, message: dict[str, Any]) -> None:
+        """The user was deactivated: the session ends and the socket is closed."""
+        if self.live is not None:
+            await lifecycle.clear_session(self.live)
+            await self.emit("error", {"message": "this account was deactivated", "event": None})
+        await self.go_away()
 
     async def session_superseded(self, message: dict[str, Any]) -> None:
         """Another socket restored this session; this one steps aside."""

@@ -246,6 +246,8 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     if not live.has_first_interaction:
         await _first_interaction(live, text)
     thread = await Thread.objects.aget(pk=live.thread_id)
+    if thread.deleted_at is not None:
+        raise BadRequest("this thread was deleted; start a new chat")
     try:
         if hooks.engine_runtime:
             return await chats.accept_and_submit(
@@ -357,6 +359,13 @@ async def disconnect(live: LiveSession, channel: str) -> None:
         settings.SESSION_TIMEOUT, lambda: asyncio.ensure_future(expire(live.id))
     )
     expiry_sweeper.ensure_running()
+
+
+async def end_for_deleted_thread(live: LiveSession) -> None:
+    """The session's thread was deleted: its running turn stops and the session ends."""
+    if load_app().engine_runtime:
+        await chats.stop(live.thread_id)
+    await clear_session(live)
 
 
 async def clear_session(live: LiveSession) -> None:

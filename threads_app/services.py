@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
+from threads_app.signals import thread_deleted
 
 THREAD_NAME_MAX = 255
 
@@ -179,7 +180,8 @@ def rename_thread(thread: Thread, name: str) -> Thread:
 
 def soft_delete_thread(thread: Thread) -> None:
     """Mark the thread deleted; it vanishes from every read. Its rows are kept."""
-    Thread.objects.filter(pk=thread.pk, deleted_at__isnull=True).update(deleted_at=timezone.now())
+    if Thread.objects.filter(pk=thread.pk, deleted_at__isnull=True).update(deleted_at=timezone.now()):
+        thread_deleted.send(sender=Thread, thread_id=thread.pk)
 
 
 # --- boxes --------------------------------------------------------------------------------------

@@ -1,0 +1,7 @@
+"""Signals other apps listen to (threads_app imports no other app, so it announces instead
+of calling): ``thread_deleted`` is sent after a thread is soft-deleted, with ``thread_id``;
+the live layer ends what is live on it."""
+
+from django.dispatch import Signal
+
+thread_deleted = Signal()
