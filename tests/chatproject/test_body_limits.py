@@ -103,7 +103,7 @@ def rss_kib(pid: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def limits_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def limits_server(server_factory, tmp_path_factory):
     return server_factory.start(
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-limits")),

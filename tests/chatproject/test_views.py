@@ -17,13 +17,13 @@ STATIC = Path(__file__).resolve().parents[2] / "sessions_app" / "static" / "teth
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def client_for(user):  # type: ignore[no-untyped-def]
-    def make(who=user) -> Client:  # type: ignore[no-untyped-def]
+def client_for(user):
+    def make(who=user) -> Client:
         client = Client()
         client.force_login(who)
         return client
@@ -31,7 +31,7 @@ def client_for(user):  # type: ignore[no-untyped-def]
     return make
 
 
-def chat_config(response) -> dict:  # type: ignore[no-untyped-def]
+def chat_config(response) -> dict:
     match = re.search(
         r'<script id="chat-config" type="application/json">(.*?)</script>', response.content.decode()
     )

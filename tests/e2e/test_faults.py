@@ -40,14 +40,14 @@ pytestmark = [
 
 
 @pytest.fixture(params=["hooks", "engine"])
-def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):  # type: ignore[no-untyped-def]
+def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
     stage = start_cluster(server_factory, private_redis, fault_proxy, request.param, tmp_path)
     yield stage  # each test closes its clients (``cluster.close()``)
     stage.a.stop()
     stage.b.stop()
 
 
-async def started(cluster, user) -> ChatClient:  # type: ignore[no-untyped-def]
+async def started(cluster, user) -> ChatClient:
     client = await cluster.client(user)
     await client.start()
     return client
@@ -62,7 +62,7 @@ async def reconnect(client: ChatClient) -> None:
     await client.start()
 
 
-async def first_thread(cluster, client: ChatClient) -> str:  # type: ignore[no-untyped-def]
+async def first_thread(cluster, client: ChatClient) -> str:
     """Open the thread with one short exchange; returns its id."""
     answer = await client.send("hello")
     await client.wait_for(lambda c: any(cluster.replies_to("hello")(t) for t in c.texts()), timeout=15)
@@ -76,7 +76,7 @@ def streamed(client: ChatClient) -> int:
 # --- the socket a reply streams to ------------------------------------------------------------
 
 
-async def _break_socket(cluster, client: ChatClient, how: str) -> None:  # type: ignore[no-untyped-def]
+async def _break_socket(cluster, client: ChatClient, how: str) -> None:
     if how == "close":
         await client.sio.disconnect()  # type: ignore[union-attr]
     elif how == "invalid_frame":
@@ -197,7 +197,7 @@ async def test_sends_accepted_while_redis_is_down_are_answered_once_it_is_back(c
     await cluster.close()
 
 
-async def _token(user) -> str:  # type: ignore[no-untyped-def]
+async def _token(user) -> str:
     from tests.support.client import api_token
 
     return await api_token(user)
@@ -218,7 +218,7 @@ async def _http_send(base_url: str, token: str, thread_id: str, text: str) -> tu
 # --- the process running the reply dies, or is told to stop --------------------------------------------
 
 
-async def _reply_with_two_queued(cluster, client: ChatClient) -> tuple[str, dict, list[dict]]:  # type: ignore[no-untyped-def]
+async def _reply_with_two_queued(cluster, client: ChatClient) -> tuple[str, dict, list[dict]]:
     thread_id = await first_thread(cluster, client)
     running = await client.send(cluster.slow_message(60))
     await client.wait_for(lambda c: streamed(c) >= 3, timeout=10)
@@ -347,7 +347,7 @@ async def _ended(session_id: str) -> bool:
 # --- a connected socket while others come and go ---------------------------------------------------
 
 
-async def _churn(cluster, users, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
+async def _churn(cluster, users, stop: asyncio.Event) -> int:
     """Sockets of other users connect to B and leave, as fast as they can, until ``stop``."""
     rounds = 0
     clients = [await signed_in(cluster.b, u) for u in users]

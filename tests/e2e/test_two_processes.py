@@ -41,7 +41,7 @@ class Pair:
 
 
 @pytest.fixture(scope="module")
-def pair(server_factory):  # type: ignore[no-untyped-def]
+def pair(server_factory):
     hook_log = server_factory.workdir / f"pair-hooks-{os.urandom(3).hex()}.jsonl"
     env = {"SESSION_TIMEOUT": str(SESSION_TIMEOUT)}
     a = server_factory.start(hook_log=hook_log, **env)
@@ -59,7 +59,7 @@ async def move(client: ChatClient, to: LiveServer) -> None:
     await client.start()
 
 
-async def settled(read, expected: int, timeout: float) -> None:  # type: ignore[no-untyped-def]
+async def settled(read, expected: int, timeout: float) -> None:
     """Poll an async count until it equals ``expected`` (the caller asserts afterwards)."""
     for _ in range(int(timeout / 0.1)):
         if await read() == expected:

@@ -19,7 +19,7 @@ from threads_app.models import AcceptedMessage, Step
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def http(server, token: str, method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]
+async def http(server, token: str, method: str, path: str, **kwargs):
     """(status, headers, body bytes) of one request with the user's API token."""
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as session,
@@ -28,7 +28,7 @@ async def http(server, token: str, method: str, path: str, **kwargs):  # type: i
         return response.status, response.headers, await response.read()
 
 
-async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict]:
     form = aiohttp.FormData()
     form.add_field("file", data, filename=name, content_type="application/octet-stream")
     async with (
@@ -45,7 +45,7 @@ def user_step(thread_id: str) -> Step:
 
 async def assert_refs_resolve(
     server, token: str, refs: list[str], expected: list[bytes], types: list[str]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     assert len(refs) == len(expected)
     for ref, data, content_type in zip(refs, expected, types, strict=True):
         status, headers, body = await http(server, token, "GET", f"/api/session-media/{ref}")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
@@ -33,7 +33,7 @@ def api(user) -> APIClient:  # type: ignore[no-untyped-def]
 class PhotoThread:
     """A thread whose second step carries photos of every kind, in several places."""
 
-    def __init__(self, user) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, user) -> None:
         self.thread, _ = ensure_thread(user, uuid.uuid4(), name="photos")
         self.jpeg = photo("image/jpeg", 300_000)
         self.png = photo("image/png", 120_000)
@@ -66,7 +66,7 @@ class PhotoThread:
 
 
 @pytest.fixture
-def photos(user) -> PhotoThread:  # type: ignore[no-untyped-def]
+def photos(user) -> PhotoThread:
     return PhotoThread(user)
 
 

@@ -39,14 +39,14 @@ def png_declaring(width: int, height: int) -> bytes:
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     cache.delete(f"throttle_uploads_{user.pk}")
     return client
 
 
-def upload(api: APIClient, data: bytes):  # type: ignore[no-untyped-def]
+def upload(api: APIClient, data: bytes):
     return api.post("/api/uploads/", {"file": SimpleUploadedFile("p.png", data)}, format="multipart")
 
 

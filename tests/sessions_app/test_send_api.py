@@ -17,7 +17,7 @@ from threads_app.models import AcceptedMessage, Step, Thread
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def post_send(server, token: str, body: dict) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+async def post_send(server, token: str, body: dict) -> tuple[int, dict]:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.post(f"{server.url}/api/chat/send", json=body) as response,
@@ -26,7 +26,7 @@ async def post_send(server, token: str, body: dict) -> tuple[int, dict]:  # type
 
 
 @sync_to_async
-def accepted(**filters) -> list[AcceptedMessage]:  # type: ignore[no-untyped-def]
+def accepted(**filters) -> list[AcceptedMessage]:
     return list(AcceptedMessage.objects.filter(**filters))
 
 
@@ -122,7 +122,7 @@ async def test_http_sends_reach_every_socket_of_the_thread_and_queue_behind_a_ru
     await watcher.disconnect()
 
 
-def _engine_pids(server) -> list[int]:  # type: ignore[no-untyped-def]
+def _engine_pids(server) -> list[int]:
     found = subprocess.run(
         ["pgrep", "-P", str(server.process.pid), "-f", "echo_process"], capture_output=True, text=True
     ).stdout.split()
@@ -156,7 +156,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     assert thread.owner_id == user.pk
 
 
-async def get_json(server, token: str, path: str) -> dict:  # type: ignore[no-untyped-def]
+async def get_json(server, token: str, path: str) -> dict:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.get(f"{server.url}{path}") as response,

@@ -164,7 +164,7 @@ async def signed_in(server: Any, user: Any) -> ChatClient:
     return ChatClient(server.url, await user_cookie(server.url, user))
 
 
-async def api_token(user) -> str:  # type: ignore[no-untyped-def]
+async def api_token(user) -> str:
     """A DRF API token for ``user`` (what ``manage.py create_chat_user`` hands integrators)."""
     from asgiref.sync import sync_to_async
     from rest_framework.authtoken.models import Token

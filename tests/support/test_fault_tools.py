@@ -88,7 +88,7 @@ class TagHandler(socketserver.BaseRequestHandler):
 
 
 @pytest.fixture
-def tag_servers():  # type: ignore[no-untyped-def]
+def tag_servers():
     servers = [TagServer(b"A"), TagServer(b"B")]
     yield servers
     for server in servers:
@@ -292,7 +292,7 @@ async def test_socketio_client_sees_drop_and_reset_at_once(fault, server, fault_
 
 
 @pytest.fixture(scope="module")
-def fast_ping_server(server_factory):  # type: ignore[no-untyped-def]
+def fast_ping_server(server_factory):
     server = server_factory.start(
         SOCKETIO_PING_INTERVAL=str(PING_INTERVAL), SOCKETIO_PING_TIMEOUT=str(PING_TIMEOUT)
     )

@@ -29,13 +29,13 @@ def sink() -> Sink:
 
 
 @pytest.fixture
-def echo(tmp_path, settings):  # type: ignore[no-untyped-def]
+def echo(tmp_path, settings):
     settings.ECHO_STATE_DIR = tmp_path / "echo"
     return EchoEngine({"state_dir": str(tmp_path / "echo")})
 
 
 @pytest.fixture
-def make_thread(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
+def make_thread(transactional_db, django_user_model):
     user = django_user_model.objects.create_user(username=f"rt-{uuid.uuid4().hex[:6]}", password="x")
 
     @sync_to_async

@@ -16,7 +16,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
+async def turn(thread, text: str) -> UserTurn:
     return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
 
 

@@ -60,7 +60,7 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_engine(fake_cli: Path, state_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def make_engine(fake_cli: Path, state_dir: Path, tmp_path: Path):
     def make(**env: str) -> ClaudeEngine:
         engine = get_engine(
             "claude",

@@ -596,7 +596,7 @@ def bound_machine(make_thread: Any, state_dir: str) -> type[RuntimeMachine]:
     )
 
 
-def test_random_lifecycles_keep_the_runtime_invariants(make_thread, echo):  # type: ignore[no-untyped-def]
+def test_random_lifecycles_keep_the_runtime_invariants(make_thread, echo):
     run_state_machine_as_test(
         bound_machine(make_thread, str(echo.state_dir)),
         settings=settings(
