@@ -84,9 +84,9 @@ def _flush_survives_live_servers():
                 time.sleep(0.1 * (attempt + 1))
         return None
 
-    flush.Command.handle = handle
-    yield
-    flush.Command.handle = original
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush.Command, "handle", handle)
+        yield
 
 
 @pytest.fixture(scope="session")

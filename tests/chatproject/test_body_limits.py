@@ -23,7 +23,7 @@ class RecordingApp:
         self.body = b""
         self.aborted = False
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -38,19 +38,19 @@ class RecordingApp:
 
 async def call(
     path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]
-) -> tuple[RecordingApp, list]:
+) -> tuple[RecordingApp, list[Any]]:
     inner, sent = RecordingApp(), []
     queue = [
         {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
     ]
     taken = 0
 
-    async def receive() -> dict:
+    async def receive() -> dict[str, Any]:
         nonlocal taken
         taken += 1
         return queue.pop(0)
 
-    async def send(message: dict) -> None:
+    async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     scope = {"type": "http", "path": path, "method": "POST", "headers": headers}

@@ -4,6 +4,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
@@ -31,7 +32,7 @@ def client_for(user):
     return make
 
 
-def chat_config(response) -> dict:
+def chat_config(response) -> dict[str, Any]:
     match = re.search(
         r'<script id="chat-config" type="application/json">(.*?)</script>', response.content.decode()
     )

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -218,7 +219,9 @@ async def _http_send(base_url: str, token: str, thread_id: str, text: str) -> tu
 # --- the process running the reply dies, or is told to stop --------------------------------------------
 
 
-async def _reply_with_two_queued(cluster, client: ChatClient) -> tuple[str, dict, list[dict]]:
+async def _reply_with_two_queued(
+    cluster, client: ChatClient
+) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
     thread_id = await first_thread(cluster, client)
     running = await client.send(cluster.slow_message(60))
     await client.wait_for(lambda c: streamed(c) >= 3, timeout=10)

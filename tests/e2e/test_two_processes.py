@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import socketio
@@ -36,7 +37,7 @@ class Pair:
     a: LiveServer
     b: LiveServer
 
-    def hooks(self, session: str, hook: str) -> list[dict]:
+    def hooks(self, session: str, hook: str) -> list[dict[str, Any]]:
         return self.a.hooks(session, hook)  # one log shared by both
 
 

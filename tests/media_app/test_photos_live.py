@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -28,7 +29,7 @@ async def http(server, token: str, method: str, path: str, **kwargs):
         return response.status, response.headers, await response.read()
 
 
-async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict]:
+async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict[str, Any]]:
     form = aiohttp.FormData()
     form.add_field("file", data, filename=name, content_type="application/octet-stream")
     async with (

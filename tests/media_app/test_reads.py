@@ -2,6 +2,7 @@
 every reference it mints resolves at GET /api/session-media/<ref> to the photo's bytes."""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -70,7 +71,7 @@ def photos(user) -> PhotoThread:
     return PhotoThread(user)
 
 
-def expected_content(photos: PhotoThread) -> list[dict]:
+def expected_content(photos: PhotoThread) -> list[dict[str, Any]]:
     return [
         {"type": "image", "imageRef": photos.ref(0)},
         {"type": "text", "text": "four photos, one failed"},

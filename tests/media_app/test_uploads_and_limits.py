@@ -3,6 +3,7 @@ their bytes, at most MAX_IMAGE_BYTES each and MAX_IMAGES_PER_MESSAGE per message
 with clear 400s. (The accepted sends themselves are exercised end to end in test_photos_live.)"""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -98,7 +99,7 @@ def test_file_references_name_the_callers_own_uploads_in_order(api, user, django
 # --- the images of POST /api/chat/send ---------------------------------------------------------
 
 
-def send(api: APIClient, images, message: str = "look") -> tuple[int, dict]:
+def send(api: APIClient, images, message: str = "look") -> tuple[int, dict[str, Any]]:
     response = api.post(
         "/api/chat/send",
         {"messageId": str(uuid.uuid4()), "message": message, "images": images},

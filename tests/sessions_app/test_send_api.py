@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -17,7 +18,7 @@ from threads_app.models import AcceptedMessage, Step, Thread
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def post_send(server, token: str, body: dict) -> tuple[int, dict]:
+async def post_send(server, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.post(f"{server.url}/api/chat/send", json=body) as response,
@@ -156,7 +157,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     assert thread.owner_id == user.pk
 
 
-async def get_json(server, token: str, path: str) -> dict:
+async def get_json(server, token: str, path: str) -> dict[str, Any]:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.get(f"{server.url}{path}") as response,

@@ -48,7 +48,7 @@ from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase, is_legal
 from sessions_app.runtime.pool import ChatSessionPool
-from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy
+from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy, TurnResponse
 from tests.sessions_app.runtime.conftest import Sink, accept
 from threads_app.models import AcceptedMessage, Step
 
@@ -137,7 +137,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             session = ChatThreadSession(thread_id=thread.id, engine=pool_engine)
             self.pool.thread_sessions[thread.id] = session
             self._instrument(session, f"thread-{thread.name}")
-        self.pool_tasks: list[tuple[asyncio.Task, uuid.UUID, uuid.UUID]] = []
+        self.pool_tasks: list[tuple[asyncio.Task[TurnResponse], uuid.UUID, uuid.UUID]] = []
         self.pool_expect: dict[uuid.UUID, tuple[uuid.UUID, str]] = {}  # id -> (thread, expectation)
         self.engine_ids: dict[uuid.UUID, str] = {}
 
