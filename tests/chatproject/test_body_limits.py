@@ -4,6 +4,7 @@ and a body built to blow up the JSON parser costs the server a bounded amount of
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -156,7 +157,7 @@ async def test_over_budget_bodies_are_413_declared_or_streamed(limits_server, ma
     status, answer = await post(thread, b"x" * 1_500_000, token, **{"Content-Type": "application/json"})
     assert status == 413 and answer["detail"].startswith("The request body is over 1.0 MB")
 
-    async def chunks():  # no Content-Length: the cap counts the bytes as they arrive
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the cap counts the bytes as they arrive
         for _ in range(30):
             yield b"y" * 100_000
 

@@ -37,7 +37,8 @@ def chat_config(response) -> dict[str, Any]:
         r'<script id="chat-config" type="application/json">(.*?)</script>', response.content.decode()
     )
     assert match, "the page carries its configuration"
-    return json.loads(match.group(1))
+    config: dict[str, Any] = json.loads(match.group(1))
+    return config
 
 
 def test_the_chat_needs_a_signed_in_user():

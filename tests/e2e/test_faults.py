@@ -24,6 +24,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.models import ServerProcess, SocketSession
 from tests.support.client import ChatClient, signed_in
 from tests.support.cluster import (
+    Cluster,
     all_settled,
     assert_each_send_transcribed_once,
     sessions_on_dead_sockets,
@@ -48,7 +49,7 @@ def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
     stage.b.stop()
 
 
-async def started(cluster, user) -> ChatClient:
+async def started(cluster: Cluster, user: Any) -> ChatClient:
     client = await cluster.client(user)
     await client.start()
     return client
@@ -63,11 +64,12 @@ async def reconnect(client: ChatClient) -> None:
     await client.start()
 
 
-async def first_thread(cluster, client: ChatClient) -> str:
+async def first_thread(cluster: Cluster, client: ChatClient) -> str:
     """Open the thread with one short exchange; returns its id."""
     answer = await client.send("hello")
     await client.wait_for(lambda c: any(cluster.replies_to("hello")(t) for t in c.texts()), timeout=15)
-    return answer["threadId"]
+    thread_id: str = answer["threadId"]
+    return thread_id
 
 
 def streamed(client: ChatClient) -> int:
@@ -79,9 +81,11 @@ def streamed(client: ChatClient) -> int:
 
 async def _break_socket(cluster, client: ChatClient, how: str) -> None:
     if how == "close":
-        await client.sio.disconnect()  # type: ignore[union-attr]
+        assert client.sio is not None
+        await client.sio.disconnect()
     elif how == "invalid_frame":
-        await client.sio.eio.ws.send_str("x")  # type: ignore[union-attr]  # not an Engine.IO packet
+        assert client.sio is not None
+        await client.sio.eio.ws.send_str("x")  # not an Engine.IO packet
     else:  # ping loss: the path goes silent, the server's heartbeat gives up after 1 + 2 s
         cluster.proxy.half_open()
 
@@ -147,7 +151,8 @@ async def test_a_resent_message_is_answered_once(cluster, make_user):
         message_id = str(uuid.uuid4())
         text = f"bounce {round_}"
         # The send goes out and the connection drops before the ack can come back.
-        await client.sio.emit("client_message", {"message": {"id": message_id, "output": text}})  # type: ignore[union-attr]
+        assert client.sio is not None
+        await client.sio.emit("client_message", {"message": {"id": message_id, "output": text}})
         await asyncio.sleep(0.02)
         cluster.proxy.reset()
         await reconnect(client)
@@ -324,7 +329,8 @@ async def test_frames_after_a_close_are_ignored_and_the_session_still_ends(clust
     user = make_user()
     client = await started(cluster, user)
     await first_thread(cluster, client)
-    ws = client.sio.eio.ws  # type: ignore[union-attr]
+    assert client.sio is not None
+    ws = client.sio.eio.ws
     await ws.send_str("1")  # Engine.IO close
     await ws.send_str("2")  # then a ping, after the close
     await ws.send_str('42["client_message",{"message":{"id":"' + str(uuid.uuid4()) + '","output":"late"}}]')

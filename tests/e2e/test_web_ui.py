@@ -20,12 +20,12 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
 
 from tests.apps.web_app import GREETING
 from threads_app.models import AcceptedMessage
@@ -47,8 +47,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 TIMEOUT_MS = 20_000
 
 # Runs before any script of every page.
@@ -202,13 +202,14 @@ class Chat:
 
     async def transcript(self) -> list[list[str]]:
         """[role, text] of every message on screen, the transcript's then the pending ones."""
-        return await self.page.eval_on_selector_all(
+        messages: list[list[str]] = await self.page.eval_on_selector_all(
             "#transcript > .msg, #pending > .msg",
             """nodes => nodes.map(node => [
               node.classList.contains("pending") ? "pending" : node.className.replace("msg msg-", ""),
               node.querySelector(".msg-body").innerText.trim(),
             ])""",
         )
+        return messages
 
     def unsent(self, text: str):
         """The pending copy of a send shown as not sent, by its text."""
@@ -242,10 +243,10 @@ class Chat:
         assert self.dialogs == []
 
 
-async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator:  # type: ignore[type-arg]
+async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator[Callable[..., Awaitable[Chat]]]:
     contexts = []
 
-    async def open_page(viewport: dict[str, int] = DESKTOP) -> Chat:
+    async def open_page(viewport: ViewportSize = DESKTOP) -> Chat:
         context = await browser.new_context(viewport=viewport)
         context.set_default_timeout(TIMEOUT_MS)
         await context.add_init_script(PAGE_PROBES)

@@ -40,8 +40,8 @@ async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tu
 
 
 @sync_to_async
-def user_step(thread_id: str) -> Step:
-    return Step.objects.filter(thread_id=thread_id, type="user_message").order_by("-seq").first()  # type: ignore[return-value]
+def user_step(thread_id: str) -> Step | None:
+    return Step.objects.filter(thread_id=thread_id, type="user_message").order_by("-seq").first()
 
 
 async def assert_refs_resolve(
@@ -87,6 +87,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
 
     # The transcript keeps the photos inline, as base64 image blocks, byte for byte.
     step = await user_step(answer["threadId"])
+    assert step is not None
     assert str(step.id) == answer["messageId"]
     images = [b for b in step.content if b["type"] == "image"]
     assert [base64.b64decode(b["source"]["data"]) for b in images] == [big, small]
@@ -181,6 +182,7 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     reply = await Step.objects.filter(thread_id=thread_id, type="assistant_message").afirst()
     assert reply is not None and reply.output == "Echo #1: two photos [2 images received]"
     step = await user_step(thread_id)
+    assert step is not None
     assert [base64.b64decode(b["source"]["data"]) for b in step.content if b["type"] == "image"] == [
         gif,
         webp,
@@ -199,7 +201,7 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     photo_only = {"messageId": str(uuid.uuid4()), "message": "", "images": [{"data": b64(gif)}]}
     status, _, _ = await http(engine_server, token, "POST", "/api/chat/send", json=photo_only)
     assert status == 200
-    wrong = {
+    wrong: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),
         "message": "x",
         "images": [{"mediaType": "image/png", "data": b64(gif)}],

@@ -217,7 +217,8 @@ def test_a_row_that_cannot_be_read_is_a_stub_not_an_error(api, user, photos, dam
     assert steps[0]["output"] == "hello"  # the rest of the row reads fine
     assert steps[1]["content"] == expected_content(photos)
     assert api.get(f"/api/threads/{photos.thread.pk}/bootstrap/").status_code == 200
-    assert owned_thread_dict(user, photos.thread.pk)["steps"][0]["content"][0]["text"] == UNREADABLE  # type: ignore[index]
+    record = owned_thread_dict(user, photos.thread.pk)
+    assert record is not None and record["steps"][0]["content"][0]["text"] == UNREADABLE
     assert api.get(f"/api/session-media/{photos.thread.pk}/{broken}/0").status_code == 404
 
 

@@ -92,7 +92,10 @@ class Receiver:
                 self._changed.wait_for(lambda: any(p["messageId"] == message_id for p in self.payloads())),
                 timeout,
             )
-        return next(p for p in self.payloads() if p["messageId"] == message_id)["response"]
+        response: dict[str, Any] = next(p for p in self.payloads() if p["messageId"] == message_id)[
+            "response"
+        ]
+        return response
 
 
 @pytest.fixture

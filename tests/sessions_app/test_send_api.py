@@ -1,6 +1,7 @@
 """POST /api/chat/send and the socket's client_message: one acceptance path, idempotent."""
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
@@ -149,7 +150,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     for pid in _engine_pids(engine_server):
         os.kill(pid, signal.SIGKILL)
     for body in sends:
-        await wait_until_async(lambda body=body: _transcribed(body["messageId"]), timeout=20)
+        await wait_until_async(functools.partial(_transcribed, body["messageId"]), timeout=20)
     ids = [i for s in await user_steps(thread_id) for i in s.metadata["acceptedIds"]]
     assert sorted(ids) == sorted([first["messageId"], *(b["messageId"] for b in sends)])
     assert len(ids) == len(set(ids))
@@ -163,7 +164,8 @@ async def get_json(server, token: str, path: str) -> dict[str, Any]:
         http.get(f"{server.url}{path}") as response,
     ):
         assert response.status == 200
-        return await response.json()
+        body: dict[str, Any] = await response.json()
+        return body
 
 
 async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_lands(

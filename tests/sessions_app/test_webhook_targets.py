@@ -69,6 +69,8 @@ def test_the_allowance_takes_names_addresses_and_networks(settings):
 
 
 class Receiver:
+    port: int  # set by the receiver fixture, once it serves
+
     def __init__(self) -> None:
         self.deliveries: list[tuple[dict[str, str], bytes]] = []
         self.sent_bytes = 0

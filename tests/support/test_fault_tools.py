@@ -224,7 +224,8 @@ def test_refuse_new_and_black_holing_new_connections_until_heal(tag_servers, fau
 def login_page(url: str) -> str:
     with urllib.request.urlopen(f"{url}/accounts/login/", timeout=10) as response:
         assert response.status == 200
-        return response.read().decode()
+        page: str = response.read().decode()
+        return page
 
 
 def test_proxy_forwards_http_to_daphne(server, fault_proxy):

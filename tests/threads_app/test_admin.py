@@ -43,7 +43,7 @@ def bob(django_user_model):
 
 def row_of(html: str, text: str) -> str:
     """The changelist row (``<tr>...</tr>``) that mentions ``text``."""
-    rows = [row for row in re.findall(r"<tr>.*?</tr>", html, flags=re.S) if text in row]
+    rows: list[str] = [row for row in re.findall(r"<tr>.*?</tr>", html, flags=re.S) if text in row]
     assert len(rows) == 1, f"expected one row with {text!r}, found {len(rows)}"
     return rows[0]
 

@@ -120,7 +120,8 @@ def test_list_searches_names_case_insensitively(client, user, other_user):
     make_thread(user, "beta only", updated_minutes=3)
     make_thread(other_user, "alpha of someone else", updated_minutes=4)
 
-    names = lambda query: [t["id"] for t in client.get("/api/threads/", {"search": query}).json()["results"]]  # noqa: E731
+    def names(query: str) -> list[str]:
+        return [t["id"] for t in client.get("/api/threads/", {"search": query}).json()["results"]]
 
     assert names("ALPHA") == [str(both.id), str(plans.id)]
     assert names("beta alpha") == [str(both.id)]

@@ -136,7 +136,8 @@ def test_thread_dict_is_refused_to_another_user(django_user_model, thread):
 
 
 def test_thread_without_profile_has_no_tags(user, thread):
-    assert owned_thread_dict(user, thread.id)["tags"] == []  # type: ignore[index]
+    record = owned_thread_dict(user, thread.id)
+    assert record is not None and record["tags"] == []
 
 
 def test_step_fields_inverts_step_row_to_dict(thread):

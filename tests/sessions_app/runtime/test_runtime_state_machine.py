@@ -30,7 +30,7 @@ import os
 import signal
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import hypothesis
 from asgiref.sync import sync_to_async
@@ -158,8 +158,8 @@ class RuntimeMachine(RuleBasedStateMachine):
             exc.add_note(f"first failure, in {where}")
             self.failure = exc
 
-    def check(self, where: str, *problems: str) -> None:
-        """Record the first problem found by an invariant."""
+    def check(self, where: str, *problems: object) -> None:
+        """Record the first problem found by an invariant (a falsy value is none)."""
         for problem in problems:
             if problem and self.failure is None:
                 self._fail(AssertionError(problem), where)
@@ -214,7 +214,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             return False
         if self.inflight["chat"]:
             return False
-        if s.run is not None and s.run.pid in self.killed:
+        if s.run is not None and cast(EchoRun, s.run).pid in self.killed:
             return False  # the kill has not reached the close handler yet
         return not (s.phase is Phase.IDLE and s.pump_running())
 
