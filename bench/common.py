@@ -66,8 +66,8 @@ def ensure_database(url: str) -> bool:
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 
-    params = conninfo_to_dict(url)
-    name = params.pop("dbname")
+    params: dict[str, Any] = conninfo_to_dict(url)  # values are str once parsed from a URL
+    name: str = params.pop("dbname")
     with psycopg.connect(**{**params, "dbname": "postgres"}, autocommit=True) as conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
             return False
@@ -143,7 +143,8 @@ def free_port() -> int:
     """A port nothing listens on, so that parallel runs never collide."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def websocket_size_args(size: int | None) -> list[str]:

@@ -183,7 +183,7 @@ def rss_peak(name: str, thread_id: uuid.UUID) -> int | str:
     receiver, sender = context.Pipe(duplex=False)
     child = context.Process(target=_rss_child, args=(name, thread_id, sender))
     child.start()
-    result = receiver.recv()
+    result: int | str = receiver.recv()
     child.join()
     return result
 
@@ -267,7 +267,8 @@ def main() -> None:
         ("naive", "naive: parse every row's JSON", naive_bytes),
         ("stripped", "Tether: stripped in the database", response_bytes),
     ):
-        rss_text = size(rss[name]) if isinstance(rss[name], int) else f"n/a ({rss[name]})"
+        peak = rss[name]
+        rss_text = size(peak) if isinstance(peak, int) else f"n/a ({peak})"
         print(f"| {label} | {median[name] * 1000:.1f} ms | {size(peaks[name])} | {rss_text} | {size(body)} |")
     speed = median["naive"] / median["stripped"]
     memory = peaks["naive"] / max(1, peaks["stripped"])

@@ -398,7 +398,7 @@ class Bench:
             for n in planned
         }
         active = dict(self.fixtures.resume_threads)
-        rounds = [(None, n) for _ in range(args.resume_warmup) for n in planned]
+        rounds: list[tuple[int | None, int]] = [(None, n) for _ in range(args.resume_warmup) for n in planned]
         rounds += [(r, n) for r in range(max(planned.values(), default=0)) for n in planned if r < planned[n]]
         for timed, n in rounds:
             if n not in active:
@@ -448,7 +448,9 @@ def report(
     print(common.table(["measurement", "N steps", "runs", "median ms", "p90 ms", "min ms"], rows, left={0}))
 
     reconnects = {
-        s.n: statistics.median(s.samples) for s in results if s.label.startswith("reconnect") and s.samples
+        s.n: statistics.median(s.samples)
+        for s in results
+        if s.label.startswith("reconnect") and s.samples and s.n is not None  # a reconnect has its N
     }
     if len(reconnects) >= 2:
         small, big = min(reconnects), max(reconnects)

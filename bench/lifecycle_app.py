@@ -4,6 +4,8 @@
 time the moment a hook's first message reaches the client.
 """
 
+from typing import Any
+
 from sessions_app import chat
 
 READY = "ready"
@@ -16,5 +18,5 @@ async def start() -> None:
 
 
 @chat.on_chat_resume
-async def resume(thread: dict) -> None:
+async def resume(thread: dict[str, Any]) -> None:
     await chat.Message(RESUMED).send()

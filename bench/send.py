@@ -57,13 +57,16 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
 from bench import common
+
+if TYPE_CHECKING:
+    from asgiref.sync import SyncToAsync
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_send"
 HTTP_USER = "bench-send-http"
@@ -121,6 +124,15 @@ class Work:
     ms: float  # median
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def undecorated(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, R]:
+    """The sync function under ``database_sync_to_async`` (types-channels hides its ``.func``)."""
+    return cast("SyncToAsync[P, R]", fn).func
+
+
 def db_work_per_send(reps: int) -> list[Work]:
     """The database work of one send, run here with the server's own functions (sync ORM,
     one connection, sequential, no other load), for a throwaway user and thread: what the
@@ -145,16 +157,17 @@ def db_work_per_send(reps: int) -> list[Work]:
             Thread.objects.get(pk=thread.pk)  # client_message's Thread.objects.aget
             accept_message(message_id=message_id, thread=thread, author=user, text=TEXT)
             box = box_of_thread(thread.pk)  # accept_and_submit
+            assert box is not None
             ownership.claim_box(box.id, me)  # at_owner -> owner_of
             box_of_thread(thread.pk)  # submit_here
             record_queued(message_id, False)
             return message_id
 
         def turn(i: int, message_id: uuid.UUID) -> None:
-            transcript.write_user_step.func(
+            undecorated(transcript.write_user_step)(
                 thread.pk, UserTurn(text=TEXT, accepted_ids=[message_id]), PROBE_USER
             )
-            transcript.write_engine_step.func(
+            undecorated(transcript.write_engine_step)(
                 thread.pk, f"m{i}", type="assistant_message", name="assistant", output=f"Echo #{i}: {TEXT}"
             )
 
@@ -512,7 +525,7 @@ class Bench:
         await closed_loop(ops, self.args.duration, phase, 0)
         phase.connections = self.watch.peak
         if redis0 is not None:
-            phase.redis_connections = self.redis_accepted() - redis0
+            phase.redis_connections = cast(int, self.redis_accepted()) - redis0  # self.redis is set
         daphne1, engine1 = self.server.cpu_seconds()
         phase.cpu_daphne, phase.cpu_engine = daphne1 - daphne0, engine1 - engine0
         phase.cpu_postgres = postgres_cpu() - pg0

@@ -324,9 +324,9 @@ def report(tether: Side, baseline: Side, context: str) -> float:
         f"{'median tok/s send->last':>23}  {'median 1st token ms':>19}  {'CPU us/token: daphne':>20}  "
         f"{'engine':>6}  {'client':>6}"
     )
-    for name, stream, total, latency, cpu, engine, client, tokens in rows:
+    for name, stream, total, latency, cpu, engine, client, tokens_events in rows:
         print(
-            f"{name:<9} {tokens:>13}  {stream:>24,.0f}  {total:>23,.0f}  {latency:>19.1f}  {cpu:>20.1f}  "
+            f"{name:<9} {tokens_events:>13}  {stream:>24,.0f}  {total:>23,.0f}  {latency:>19.1f}  {cpu:>20.1f}  "
             f"{engine:>6.1f}  {client:>6.1f}"
         )
     ratio = rows[0][1] / rows[1][1]

@@ -51,7 +51,7 @@ settings.RECOVERY_EVERY = 0
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _stop_process_heartbeat(django_db_setup):  # type: ignore[no-untyped-def]
+def _stop_process_heartbeat(django_db_setup):
     """In-process tests that use the mailbox register this process's liveness row; its
     heartbeat thread stops before the test database is dropped."""
     yield
@@ -61,13 +61,13 @@ def _stop_process_heartbeat(django_db_setup):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _flush_survives_live_servers():  # type: ignore[no-untyped-def]
+def _flush_survives_live_servers():
     """Between tests the database is emptied with TRUNCATE while the test's daphne servers
     may still be writing (a heartbeat, a save on disconnect); PostgreSQL can then report a
     deadlock. The flush is retried instead of failing the test that just passed."""
     original = flush.Command.handle
 
-    def handle(self, **options):  # type: ignore[no-untyped-def]
+    def handle(self, **options):
         # The live servers outlive the test: their liveness rows survive the flush (else they
         # would look dead until their next heartbeat, and their claims free for the taking).
         from sessions_app.models import ServerProcess
@@ -84,13 +84,13 @@ def _flush_survives_live_servers():  # type: ignore[no-untyped-def]
                 time.sleep(0.1 * (attempt + 1))
         return None
 
-    flush.Command.handle = handle
-    yield
-    flush.Command.handle = original
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flush.Command, "handle", handle)
+        yield
 
 
 @pytest.fixture(scope="session")
-def server_factory(django_db_setup, django_db_blocker, tmp_path_factory):  # type: ignore[no-untyped-def]
+def server_factory(django_db_setup, django_db_blocker, tmp_path_factory):
     factory = ServerFactory(tmp_path_factory.mktemp("servers"))
     yield factory
     factory.stop_all()
@@ -99,13 +99,13 @@ def server_factory(django_db_setup, django_db_blocker, tmp_path_factory):  # typ
 
 
 @pytest.fixture(scope="session")
-def server(server_factory):  # type: ignore[no-untyped-def]
+def server(server_factory):
     """One shared daphne process running the lifecycle test app."""
     return server_factory.start()
 
 
 @pytest.fixture(scope="session")
-def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def engine_server(server_factory, tmp_path_factory):
     """A daphne process running the default app: messages go to the echo engine runtime.
     Its webhooks may go to loopback, where the tests' receivers listen."""
     return server_factory.start(
@@ -116,7 +116,7 @@ def engine_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-
 
 
 @pytest.fixture
-def private_redis(tmp_path):  # type: ignore[no-untyped-def]
+def private_redis(tmp_path):
     """A running ``redis-server`` of this test's own (``.url``, ``.stop()``, ``.start()``,
     ``.kill()``, ``.freeze()``), to fail at will without touching the shared Redis. Function
     scoped: a fresh, empty server per test (it starts in well under a second); a module that
@@ -127,7 +127,7 @@ def private_redis(tmp_path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def fault_proxy():  # type: ignore[no-untyped-def]
+def fault_proxy():
     """``fault_proxy(*backend_ports)`` makes a ``FaultProxy`` to those loopback ports; every
     proxy made is stopped when the test ends."""
     proxies: list[FaultProxy] = []
@@ -143,25 +143,25 @@ def fault_proxy():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     """A thread owner, for tests that call services and views in-process."""
     return django_user_model.objects.create_user(username="owner", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def other_user(django_user_model):  # type: ignore[no-untyped-def]
+def other_user(django_user_model):
     """Someone who must never see the owner's data."""
     return django_user_model.objects.create_user(username="intruder", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
+def make_user(transactional_db, django_user_model):
     """``make_user()`` creates a user (``.raw_password`` set), also from async tests: the ORM
     call runs on a worker thread, so Django's async-safety check stays on for the suite."""
     created = 0
     worker = ThreadPoolExecutor(max_workers=1)
 
-    def create(username: str | None, password: str):  # type: ignore[no-untyped-def]
+    def create(username: str | None, password: str):
         nonlocal created
         created += 1
         name = username or f"user{created}-{os.urandom(3).hex()}"
@@ -169,7 +169,7 @@ def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-d
         user.raw_password = password
         return user
 
-    def make(username: str | None = None, password: str = "pw-for-tests-1"):  # type: ignore[no-untyped-def]
+    def make(username: str | None = None, password: str = "pw-for-tests-1"):
         return worker.submit(create, username, password).result()
 
     yield make
@@ -178,7 +178,7 @@ def make_user(transactional_db, django_user_model):  # type: ignore[no-untyped-d
 
 
 @pytest.fixture(autouse=True)
-async def _close_async_db_connections():  # type: ignore[no-untyped-def]
+async def _close_async_db_connections():
     """Async ORM calls run on asgiref's worker thread; close its connection after each test
     so the test database can be dropped at the end of the run."""
     yield

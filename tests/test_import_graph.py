@@ -16,7 +16,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_nodes(tree: ast.AST):  # type: ignore[no-untyped-def]
+def _runtime_nodes(tree: ast.AST):
     """Every node but those under ``if TYPE_CHECKING:`` (imports for annotations only)."""
     for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":

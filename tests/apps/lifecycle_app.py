@@ -13,6 +13,7 @@ server processes can share the file. Messages drive it:
 import asyncio
 import json
 import os
+from typing import Any
 
 from sessions_app import chat
 
@@ -34,7 +35,7 @@ async def start() -> None:
 
 
 @chat.on_chat_resume
-async def resume(thread: dict) -> None:
+async def resume(thread: dict[str, Any]) -> None:
     log("on_chat_resume", thread=thread["id"], steps=len(thread["steps"]))
     await chat.Message("welcome back").send()
 

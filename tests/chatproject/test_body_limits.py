@@ -4,6 +4,7 @@ and a body built to blow up the JSON parser costs the server a bounded amount of
 import asyncio
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ class RecordingApp:
         self.body = b""
         self.aborted = False
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -38,19 +39,19 @@ class RecordingApp:
 
 async def call(
     path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]
-) -> tuple[RecordingApp, list]:
+) -> tuple[RecordingApp, list[Any]]:
     inner, sent = RecordingApp(), []
     queue = [
         {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)
     ]
     taken = 0
 
-    async def receive() -> dict:
+    async def receive() -> dict[str, Any]:
         nonlocal taken
         taken += 1
         return queue.pop(0)
 
-    async def send(message: dict) -> None:
+    async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
     scope = {"type": "http", "path": path, "method": "POST", "headers": headers}
@@ -103,7 +104,7 @@ def rss_kib(pid: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def limits_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def limits_server(server_factory, tmp_path_factory):
     return server_factory.start(
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-limits")),
@@ -156,7 +157,7 @@ async def test_over_budget_bodies_are_413_declared_or_streamed(limits_server, ma
     status, answer = await post(thread, b"x" * 1_500_000, token, **{"Content-Type": "application/json"})
     assert status == 413 and answer["detail"].startswith("The request body is over 1.0 MB")
 
-    async def chunks():  # no Content-Length: the cap counts the bytes as they arrive
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the cap counts the bytes as they arrive
         for _ in range(30):
             yield b"y" * 100_000
 

@@ -4,6 +4,7 @@ import json
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
@@ -17,13 +18,13 @@ STATIC = Path(__file__).resolve().parents[2] / "sessions_app" / "static" / "teth
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def client_for(user):  # type: ignore[no-untyped-def]
-    def make(who=user) -> Client:  # type: ignore[no-untyped-def]
+def client_for(user):
+    def make(who=user) -> Client:
         client = Client()
         client.force_login(who)
         return client
@@ -31,12 +32,13 @@ def client_for(user):  # type: ignore[no-untyped-def]
     return make
 
 
-def chat_config(response) -> dict:  # type: ignore[no-untyped-def]
+def chat_config(response) -> dict[str, Any]:
     match = re.search(
         r'<script id="chat-config" type="application/json">(.*?)</script>', response.content.decode()
     )
     assert match, "the page carries its configuration"
-    return json.loads(match.group(1))
+    config: dict[str, Any] = json.loads(match.group(1))
+    return config
 
 
 def test_the_chat_needs_a_signed_in_user():

@@ -20,7 +20,7 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def engine_pair(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def engine_pair(server_factory, tmp_path_factory):
     env = {"CHAT_APP": "sessions_app.default_app", "ECHO_STATE_DIR": str(tmp_path_factory.mktemp("echo"))}
     a, b = server_factory.start(**env), server_factory.start(**env)
     yield a, b

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -23,6 +24,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.models import ServerProcess, SocketSession
 from tests.support.client import ChatClient, signed_in
 from tests.support.cluster import (
+    Cluster,
     all_settled,
     assert_each_send_transcribed_once,
     sessions_on_dead_sockets,
@@ -40,14 +42,14 @@ pytestmark = [
 
 
 @pytest.fixture(params=["hooks", "engine"])
-def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):  # type: ignore[no-untyped-def]
+def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
     stage = start_cluster(server_factory, private_redis, fault_proxy, request.param, tmp_path)
     yield stage  # each test closes its clients (``cluster.close()``)
     stage.a.stop()
     stage.b.stop()
 
 
-async def started(cluster, user) -> ChatClient:  # type: ignore[no-untyped-def]
+async def started(cluster: Cluster, user: Any) -> ChatClient:
     client = await cluster.client(user)
     await client.start()
     return client
@@ -62,11 +64,12 @@ async def reconnect(client: ChatClient) -> None:
     await client.start()
 
 
-async def first_thread(cluster, client: ChatClient) -> str:  # type: ignore[no-untyped-def]
+async def first_thread(cluster: Cluster, client: ChatClient) -> str:
     """Open the thread with one short exchange; returns its id."""
     answer = await client.send("hello")
     await client.wait_for(lambda c: any(cluster.replies_to("hello")(t) for t in c.texts()), timeout=15)
-    return answer["threadId"]
+    thread_id: str = answer["threadId"]
+    return thread_id
 
 
 def streamed(client: ChatClient) -> int:
@@ -76,11 +79,13 @@ def streamed(client: ChatClient) -> int:
 # --- the socket a reply streams to ------------------------------------------------------------
 
 
-async def _break_socket(cluster, client: ChatClient, how: str) -> None:  # type: ignore[no-untyped-def]
+async def _break_socket(cluster, client: ChatClient, how: str) -> None:
     if how == "close":
-        await client.sio.disconnect()  # type: ignore[union-attr]
+        assert client.sio is not None
+        await client.sio.disconnect()
     elif how == "invalid_frame":
-        await client.sio.eio.ws.send_str("x")  # type: ignore[union-attr]  # not an Engine.IO packet
+        assert client.sio is not None
+        await client.sio.eio.ws.send_str("x")  # not an Engine.IO packet
     else:  # ping loss: the path goes silent, the server's heartbeat gives up after 1 + 2 s
         cluster.proxy.half_open()
 
@@ -146,7 +151,8 @@ async def test_a_resent_message_is_answered_once(cluster, make_user):
         message_id = str(uuid.uuid4())
         text = f"bounce {round_}"
         # The send goes out and the connection drops before the ack can come back.
-        await client.sio.emit("client_message", {"message": {"id": message_id, "output": text}})  # type: ignore[union-attr]
+        assert client.sio is not None
+        await client.sio.emit("client_message", {"message": {"id": message_id, "output": text}})
         await asyncio.sleep(0.02)
         cluster.proxy.reset()
         await reconnect(client)
@@ -197,7 +203,7 @@ async def test_sends_accepted_while_redis_is_down_are_answered_once_it_is_back(c
     await cluster.close()
 
 
-async def _token(user) -> str:  # type: ignore[no-untyped-def]
+async def _token(user) -> str:
     from tests.support.client import api_token
 
     return await api_token(user)
@@ -218,7 +224,9 @@ async def _http_send(base_url: str, token: str, thread_id: str, text: str) -> tu
 # --- the process running the reply dies, or is told to stop --------------------------------------------
 
 
-async def _reply_with_two_queued(cluster, client: ChatClient) -> tuple[str, dict, list[dict]]:  # type: ignore[no-untyped-def]
+async def _reply_with_two_queued(
+    cluster, client: ChatClient
+) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
     thread_id = await first_thread(cluster, client)
     running = await client.send(cluster.slow_message(60))
     await client.wait_for(lambda c: streamed(c) >= 3, timeout=10)
@@ -321,7 +329,8 @@ async def test_frames_after_a_close_are_ignored_and_the_session_still_ends(clust
     user = make_user()
     client = await started(cluster, user)
     await first_thread(cluster, client)
-    ws = client.sio.eio.ws  # type: ignore[union-attr]
+    assert client.sio is not None
+    ws = client.sio.eio.ws
     await ws.send_str("1")  # Engine.IO close
     await ws.send_str("2")  # then a ping, after the close
     await ws.send_str('42["client_message",{"message":{"id":"' + str(uuid.uuid4()) + '","output":"late"}}]')
@@ -347,7 +356,7 @@ async def _ended(session_id: str) -> bool:
 # --- a connected socket while others come and go ---------------------------------------------------
 
 
-async def _churn(cluster, users, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
+async def _churn(cluster, users, stop: asyncio.Event) -> int:
     """Sockets of other users connect to B and leave, as fast as they can, until ``stop``."""
     rounds = 0
     clients = [await signed_in(cluster.b, u) for u in users]

@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import socketio
@@ -36,12 +37,12 @@ class Pair:
     a: LiveServer
     b: LiveServer
 
-    def hooks(self, session: str, hook: str) -> list[dict]:
+    def hooks(self, session: str, hook: str) -> list[dict[str, Any]]:
         return self.a.hooks(session, hook)  # one log shared by both
 
 
 @pytest.fixture(scope="module")
-def pair(server_factory):  # type: ignore[no-untyped-def]
+def pair(server_factory):
     hook_log = server_factory.workdir / f"pair-hooks-{os.urandom(3).hex()}.jsonl"
     env = {"SESSION_TIMEOUT": str(SESSION_TIMEOUT)}
     a = server_factory.start(hook_log=hook_log, **env)
@@ -59,7 +60,7 @@ async def move(client: ChatClient, to: LiveServer) -> None:
     await client.start()
 
 
-async def settled(read, expected: int, timeout: float) -> None:  # type: ignore[no-untyped-def]
+async def settled(read, expected: int, timeout: float) -> None:
     """Poll an async count until it equals ``expected`` (the caller asserts afterwards)."""
     for _ in range(int(timeout / 0.1)):
         if await read() == expected:

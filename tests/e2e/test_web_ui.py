@@ -20,12 +20,12 @@ import re
 import struct
 import uuid
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
 
 from tests.apps.web_app import GREETING
 from threads_app.models import AcceptedMessage
@@ -47,8 +47,8 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-DESKTOP = {"width": 1280, "height": 800}
-PHONE = {"width": 390, "height": 844}
+DESKTOP: ViewportSize = {"width": 1280, "height": 800}
+PHONE: ViewportSize = {"width": 390, "height": 844}
 TIMEOUT_MS = 20_000
 
 # Runs before any script of every page.
@@ -94,14 +94,14 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture(scope="module")
-def web_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def web_server(server_factory, tmp_path_factory):
     return server_factory.start(
         CHAT_APP="tests.apps.web_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("web-echo"))
     )
 
 
 @pytest.fixture(scope="module")
-def hooks_server(server_factory):  # type: ignore[no-untyped-def]
+def hooks_server(server_factory):
     """A hooks-API app: its on_message streams "Noted. That makes N notes." itself."""
     return server_factory.start(CHAT_APP="examples.notes_app")
 
@@ -118,7 +118,7 @@ class Chat:
         page.on("pageerror", lambda error: self.errors.append(str(error)))
         page.on("dialog", self._on_dialog)
 
-    async def _on_dialog(self, dialog) -> None:  # type: ignore[no-untyped-def]
+    async def _on_dialog(self, dialog) -> None:
         self.dialogs.append(dialog.message)
         if self.accept_dialogs:
             await dialog.accept()
@@ -127,7 +127,7 @@ class Chat:
 
     # --- actions ------------------------------------------------------------------------------
 
-    async def sign_in(self, user, *, screenshot: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    async def sign_in(self, user, *, screenshot: str | None = None) -> None:
         await self.page.goto(f"{self.base_url}/")
         await expect(self.page).to_have_url(re.compile(r"/accounts/login/"))
         await self.page.fill("#id_username", user.username)
@@ -168,30 +168,30 @@ class Chat:
 
     # --- reading ----------------------------------------------------------------------------
 
-    def locator(self, selector: str, **kwargs):  # type: ignore[no-untyped-def]
+    def locator(self, selector: str, **kwargs):
         return self.page.locator(selector, **kwargs)
 
     @property
-    def working(self):  # type: ignore[no-untyped-def]
+    def working(self):
         return self.page.locator("#working")
 
     @property
-    def messages(self):  # type: ignore[no-untyped-def]
+    def messages(self):
         return self.page.locator("#transcript > .msg")
 
     @property
-    def pending(self):  # type: ignore[no-untyped-def]
+    def pending(self):
         return self.page.locator("#pending > .msg")
 
     @property
-    def streaming(self):  # type: ignore[no-untyped-def]
+    def streaming(self):
         return self.page.locator("#transcript > .msg-assistant[data-streaming]")
 
     @property
-    def thread_links(self):  # type: ignore[no-untyped-def]
+    def thread_links(self):
         return self.page.locator("#thread-list .thread-link")
 
-    def reply(self, text: str):  # type: ignore[no-untyped-def]
+    def reply(self, text: str):
         """The completed reply whose whole text is ``text``."""
         return self.page.locator("#transcript > .msg-assistant:not([data-streaming])").filter(
             has=self.page.locator(".msg-body", has_text=re.compile(rf"^\s*{re.escape(text)}\s*$"))
@@ -202,22 +202,23 @@ class Chat:
 
     async def transcript(self) -> list[list[str]]:
         """[role, text] of every message on screen, the transcript's then the pending ones."""
-        return await self.page.eval_on_selector_all(
+        messages: list[list[str]] = await self.page.eval_on_selector_all(
             "#transcript > .msg, #pending > .msg",
             """nodes => nodes.map(node => [
               node.classList.contains("pending") ? "pending" : node.className.replace("msg msg-", ""),
               node.querySelector(".msg-body").innerText.trim(),
             ])""",
         )
+        return messages
 
-    def unsent(self, text: str):  # type: ignore[no-untyped-def]
+    def unsent(self, text: str):
         """The pending copy of a send shown as not sent, by its text."""
         return self.page.locator('#pending > .msg[data-state="failed"]').filter(
             has=self.page.locator(".msg-body", has_text=re.compile(rf"^\s*{re.escape(text)}\s*$"))
         )
 
     @property
-    def stopped_replies(self):  # type: ignore[no-untyped-def]
+    def stopped_replies(self):
         """Replies the server kept as far as they got when a stop cut them (metadata.interrupted)."""
         return self.page.locator("#transcript > .msg-assistant[data-interrupted]").filter(
             has=self.page.locator(".msg-stopped", has_text="Stopped")
@@ -242,10 +243,10 @@ class Chat:
         assert self.dialogs == []
 
 
-async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator:  # type: ignore[type-arg]
+async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator[Callable[..., Awaitable[Chat]]]:
     contexts = []
 
-    async def open_page(viewport: dict[str, int] = DESKTOP) -> Chat:
+    async def open_page(viewport: ViewportSize = DESKTOP) -> Chat:
         context = await browser.new_context(viewport=viewport)
         context.set_default_timeout(TIMEOUT_MS)
         await context.add_init_script(PAGE_PROBES)
@@ -258,13 +259,13 @@ async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator:  # typ
 
 
 @pytest.fixture
-async def open_chat(browser: Browser, web_server):  # type: ignore[no-untyped-def]
+async def open_chat(browser: Browser, web_server):
     async for open_page in _page_opener(browser, web_server.url):
         yield open_page
 
 
 @pytest.fixture
-async def open_hooks_chat(browser: Browser, hooks_server):  # type: ignore[no-untyped-def]
+async def open_hooks_chat(browser: Browser, hooks_server):
     async for open_page in _page_opener(browser, hooks_server.url):
         yield open_page
 
@@ -519,7 +520,7 @@ async def test_a_dropped_socket_reconnects_without_duplicates_or_a_second_greeti
     await chat.assert_clean()
 
 
-async def eventually(read, expected, timeout: float = TIMEOUT_MS / 1000):  # type: ignore[no-untyped-def]
+async def eventually(read, expected, timeout: float = TIMEOUT_MS / 1000):
     """Wait until ``await read()`` returns ``expected``."""
     deadline = asyncio.get_running_loop().time() + timeout
     while (value := await read()) != expected:
@@ -630,7 +631,7 @@ async def test_the_chat_is_usable_on_a_phone_sized_screen(open_chat, make_user):
 
 
 @sync_to_async
-def thread_with_a_stopped_reply_and_two_unsent(user) -> uuid.UUID:  # type: ignore[no-untyped-def]
+def thread_with_a_stopped_reply_and_two_unsent(user) -> uuid.UUID:
     """A thread as the server leaves it after a stop with two sends queued: the partial reply
     kept as interrupted, the two sends failed ("stopped")."""
     thread, _ = ensure_thread(user, uuid.uuid4(), name="a story, stopped")

@@ -1,6 +1,7 @@
 """The one enumeration of image blocks, references, and the textual strip (no database)."""
 
 import json
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ THREAD = "0b7f3c1e-0000-4000-8000-000000000001"
 STEP = "0b7f3c1e-0000-4000-8000-000000000002"
 
 
-def mixed_blocks() -> list[dict]:
+def mixed_blocks() -> list[dict[str, Any]]:
     return [
         {"type": "text", "text": "look"},
         image_block(photo("image/jpeg")),  # 0

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -19,7 +20,7 @@ from threads_app.models import AcceptedMessage, Step
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def http(server, token: str, method: str, path: str, **kwargs):  # type: ignore[no-untyped-def]
+async def http(server, token: str, method: str, path: str, **kwargs):
     """(status, headers, body bytes) of one request with the user's API token."""
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as session,
@@ -28,7 +29,7 @@ async def http(server, token: str, method: str, path: str, **kwargs):  # type: i
         return response.status, response.headers, await response.read()
 
 
-async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tuple[int, dict[str, Any]]:
     form = aiohttp.FormData()
     form.add_field("file", data, filename=name, content_type="application/octet-stream")
     async with (
@@ -39,13 +40,13 @@ async def upload(server, token: str, data: bytes, name: str = "photo.jpg") -> tu
 
 
 @sync_to_async
-def user_step(thread_id: str) -> Step:
-    return Step.objects.filter(thread_id=thread_id, type="user_message").order_by("-seq").first()  # type: ignore[return-value]
+def user_step(thread_id: str) -> Step | None:
+    return Step.objects.filter(thread_id=thread_id, type="user_message").order_by("-seq").first()
 
 
 async def assert_refs_resolve(
     server, token: str, refs: list[str], expected: list[bytes], types: list[str]
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     assert len(refs) == len(expected)
     for ref, data, content_type in zip(refs, expected, types, strict=True):
         status, headers, body = await http(server, token, "GET", f"/api/session-media/{ref}")
@@ -86,6 +87,7 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
 
     # The transcript keeps the photos inline, as base64 image blocks, byte for byte.
     step = await user_step(answer["threadId"])
+    assert step is not None
     assert str(step.id) == answer["messageId"]
     images = [b for b in step.content if b["type"] == "image"]
     assert [base64.b64decode(b["source"]["data"]) for b in images] == [big, small]
@@ -180,6 +182,7 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     reply = await Step.objects.filter(thread_id=thread_id, type="assistant_message").afirst()
     assert reply is not None and reply.output == "Echo #1: two photos [2 images received]"
     step = await user_step(thread_id)
+    assert step is not None
     assert [base64.b64decode(b["source"]["data"]) for b in step.content if b["type"] == "image"] == [
         gif,
         webp,
@@ -198,7 +201,7 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     photo_only = {"messageId": str(uuid.uuid4()), "message": "", "images": [{"data": b64(gif)}]}
     status, _, _ = await http(engine_server, token, "POST", "/api/chat/send", json=photo_only)
     assert status == 200
-    wrong = {
+    wrong: dict[str, Any] = {
         "messageId": str(uuid.uuid4()),
         "message": "x",
         "images": [{"mediaType": "image/png", "data": b64(gif)}],

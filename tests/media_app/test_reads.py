@@ -2,6 +2,7 @@
 every reference it mints resolves at GET /api/session-media/<ref> to the photo's bytes."""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
@@ -33,7 +34,7 @@ def api(user) -> APIClient:  # type: ignore[no-untyped-def]
 class PhotoThread:
     """A thread whose second step carries photos of every kind, in several places."""
 
-    def __init__(self, user) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, user) -> None:
         self.thread, _ = ensure_thread(user, uuid.uuid4(), name="photos")
         self.jpeg = photo("image/jpeg", 300_000)
         self.png = photo("image/png", 120_000)
@@ -66,11 +67,11 @@ class PhotoThread:
 
 
 @pytest.fixture
-def photos(user) -> PhotoThread:  # type: ignore[no-untyped-def]
+def photos(user) -> PhotoThread:
     return PhotoThread(user)
 
 
-def expected_content(photos: PhotoThread) -> list[dict]:
+def expected_content(photos: PhotoThread) -> list[dict[str, Any]]:
     return [
         {"type": "image", "imageRef": photos.ref(0)},
         {"type": "text", "text": "four photos, one failed"},
@@ -216,7 +217,8 @@ def test_a_row_that_cannot_be_read_is_a_stub_not_an_error(api, user, photos, dam
     assert steps[0]["output"] == "hello"  # the rest of the row reads fine
     assert steps[1]["content"] == expected_content(photos)
     assert api.get(f"/api/threads/{photos.thread.pk}/bootstrap/").status_code == 200
-    assert owned_thread_dict(user, photos.thread.pk)["steps"][0]["content"][0]["text"] == UNREADABLE  # type: ignore[index]
+    record = owned_thread_dict(user, photos.thread.pk)
+    assert record is not None and record["steps"][0]["content"][0]["text"] == UNREADABLE
     assert api.get(f"/api/session-media/{photos.thread.pk}/{broken}/0").status_code == 404
 
 

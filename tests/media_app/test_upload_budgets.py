@@ -7,6 +7,7 @@ import uuid
 import zlib
 from datetime import timedelta
 from io import StringIO
+from typing import Any
 
 import aiohttp
 import pytest
@@ -39,14 +40,14 @@ def png_declaring(width: int, height: int) -> bytes:
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     cache.delete(f"throttle_uploads_{user.pk}")
     return client
 
 
-def upload(api: APIClient, data: bytes):  # type: ignore[no-untyped-def]
+def upload(api: APIClient, data: bytes):
     return api.post("/api/uploads/", {"file": SimpleUploadedFile("p.png", data)}, format="multipart")
 
 
@@ -146,7 +147,7 @@ async def test_a_burst_of_uploads_is_throttled_and_a_pixel_bomb_refused(server, 
     """Before: 40 x 1 MB uploads in 0.9 s, no limit; a PNG declaring 50000 x 50000 accepted."""
     token = await api_token(make_user())
 
-    async def send(data: bytes) -> tuple[int, dict]:
+    async def send(data: bytes) -> tuple[int, dict[str, Any]]:
         form = aiohttp.FormData()
         form.add_field("file", data, filename="p.png", content_type="image/png")
         async with http.post(f"{server.url}/api/uploads/", data=form) as response:

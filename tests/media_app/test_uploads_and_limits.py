@@ -3,6 +3,7 @@ their bytes, at most MAX_IMAGE_BYTES each and MAX_IMAGES_PER_MESSAGE per message
 with clear 400s. (The accepted sends themselves are exercised end to end in test_photos_live.)"""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -20,18 +21,18 @@ NOT_AN_IMAGE = "The file is not a JPEG, PNG, GIF or WebP image (checked by its c
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="uploader", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
 
 
-def upload(api: APIClient, data: bytes, name: str = "photo.jpg"):  # type: ignore[no-untyped-def]
+def upload(api: APIClient, data: bytes, name: str = "photo.jpg"):
     return api.post("/api/uploads/", {"file": SimpleUploadedFile(name, data)}, format="multipart")
 
 
@@ -98,7 +99,7 @@ def test_file_references_name_the_callers_own_uploads_in_order(api, user, django
 # --- the images of POST /api/chat/send ---------------------------------------------------------
 
 
-def send(api: APIClient, images, message: str = "look") -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+def send(api: APIClient, images, message: str = "look") -> tuple[int, dict[str, Any]]:
     response = api.post(
         "/api/chat/send",
         {"messageId": str(uuid.uuid4()), "message": message, "images": images},

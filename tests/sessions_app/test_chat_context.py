@@ -96,12 +96,12 @@ def test_chat_context_remove_and_clear_by_id():
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="hook-user", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def make_live(user) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+def make_live(user) -> Iterator[Any]:
     made: list[LiveSession] = []
 
     def make(**new_fields: Any) -> LiveSession:
@@ -124,7 +124,7 @@ def make_live(user) -> Iterator[Any]:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def active(make_live) -> Iterator[LiveSession]:  # type: ignore[no-untyped-def]
+def active(make_live) -> Iterator[LiveSession]:
     live = make_live()
     token = live.activate()
     yield live

@@ -41,7 +41,7 @@ class HookLog:
 
 
 @pytest.fixture
-def hooks(settings, monkeypatch, tmp_path) -> Iterator[HookLog]:  # type: ignore[no-untyped-def]
+def hooks(settings, monkeypatch, tmp_path) -> Iterator[HookLog]:
     """The lifecycle hooks app on the in-memory channel layer, logging to a file of this test.
     (``load_app`` loads the app again whenever ``CHAT_APP`` names another one.)"""
     settings.CHAT_APP = "tests.apps.lifecycle_app"
@@ -52,12 +52,12 @@ def hooks(settings, monkeypatch, tmp_path) -> Iterator[HookLog]:  # type: ignore
 
 
 @pytest.fixture
-async def user(hooks, make_user):  # type: ignore[no-untyped-def]
+async def user(hooks, make_user):
     return make_user()
 
 
 @pytest.fixture
-async def cookie(user) -> str:  # type: ignore[no-untyped-def]
+async def cookie(user) -> str:
     return await session_cookie(user)
 
 

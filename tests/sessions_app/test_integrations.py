@@ -32,11 +32,11 @@ RETRY_DELAYS = (0.1, 0.2, 0.4)
 THROTTLE = 4
 
 
-def url_of(server, thread_id: str) -> str:  # type: ignore[no-untyped-def]
+def url_of(server, thread_id: str) -> str:
     return f"{server.url}/api/integrations/threads/{thread_id}/messages/"
 
 
-async def post(  # type: ignore[no-untyped-def]
+async def post(
     server, thread_id: str, body: Any, *, token: str | None = None, headers: dict[str, str] | None = None
 ) -> tuple[int, Any, dict[str, str]]:
     all_headers = dict(headers or {})
@@ -92,11 +92,14 @@ class Receiver:
                 self._changed.wait_for(lambda: any(p["messageId"] == message_id for p in self.payloads())),
                 timeout,
             )
-        return next(p for p in self.payloads() if p["messageId"] == message_id)["response"]
+        response: dict[str, Any] = next(p for p in self.payloads() if p["messageId"] == message_id)[
+            "response"
+        ]
+        return response
 
 
 @pytest.fixture
-async def receiver():  # type: ignore[no-untyped-def]
+async def receiver():
     hook = Receiver()
     async with serving(hook.handle) as port:
         hook.url = f"http://127.0.0.1:{port}/hook"
@@ -104,7 +107,7 @@ async def receiver():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def retry_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-def]
+def retry_server(server_factory, tmp_path_factory):
     """The default app with short webhook retry delays and a small send throttle."""
     return server_factory.start(
         CHAT_APP="sessions_app.default_app",
@@ -116,7 +119,7 @@ def retry_server(server_factory, tmp_path_factory):  # type: ignore[no-untyped-d
 
 
 @sync_to_async
-def hooked_box(user, url: str) -> Box:  # type: ignore[no-untyped-def]
+def hooked_box(user, url: str) -> Box:
     """The user's default box (where integration threads open) with its webhook set."""
     box = default_box_for(user)
     box.webhook_url = url

@@ -17,12 +17,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @sync_to_async
-def step_count(**filters) -> int:  # type: ignore[no-untyped-def]
+def step_count(**filters) -> int:
     return Step.objects.filter(**filters).count()
 
 
 @sync_to_async
-def make_thread_with_history(user, messages: int) -> Thread:  # type: ignore[no-untyped-def]
+def make_thread_with_history(user, messages: int) -> Thread:
     from threads_app.services import default_box_for, upsert_step
 
     thread = Thread.objects.create(

@@ -18,12 +18,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="session-owner", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def other_user(django_user_model):  # type: ignore[no-untyped-def]
+def other_user(django_user_model):
     return django_user_model.objects.create_user(username="session-thief", password="pw-for-tests-1")
 
 
@@ -38,7 +38,7 @@ def fields(**overrides: Any) -> dict[str, Any]:
     return base
 
 
-def opened(user, channel: str = "chan.one", **overrides: Any) -> SocketSession:  # type: ignore[no-untyped-def]
+def opened(user, channel: str = "chan.one", **overrides: Any) -> SocketSession:
     return records.open_session(uuid.uuid4(), user, channel=channel, new_fields=fields(**overrides)).record
 
 

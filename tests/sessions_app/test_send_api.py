@@ -1,10 +1,12 @@
 """POST /api/chat/send and the socket's client_message: one acceptance path, idempotent."""
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
 import uuid
+from typing import Any
 
 import aiohttp
 import pytest
@@ -17,7 +19,7 @@ from threads_app.models import AcceptedMessage, Step, Thread
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def post_send(server, token: str, body: dict) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+async def post_send(server, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.post(f"{server.url}/api/chat/send", json=body) as response,
@@ -26,7 +28,7 @@ async def post_send(server, token: str, body: dict) -> tuple[int, dict]:  # type
 
 
 @sync_to_async
-def accepted(**filters) -> list[AcceptedMessage]:  # type: ignore[no-untyped-def]
+def accepted(**filters) -> list[AcceptedMessage]:
     return list(AcceptedMessage.objects.filter(**filters))
 
 
@@ -122,7 +124,7 @@ async def test_http_sends_reach_every_socket_of_the_thread_and_queue_behind_a_ru
     await watcher.disconnect()
 
 
-def _engine_pids(server) -> list[int]:  # type: ignore[no-untyped-def]
+def _engine_pids(server) -> list[int]:
     found = subprocess.run(
         ["pgrep", "-P", str(server.process.pid), "-f", "echo_process"], capture_output=True, text=True
     ).stdout.split()
@@ -148,7 +150,7 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     for pid in _engine_pids(engine_server):
         os.kill(pid, signal.SIGKILL)
     for body in sends:
-        await wait_until_async(lambda body=body: _transcribed(body["messageId"]), timeout=20)
+        await wait_until_async(functools.partial(_transcribed, body["messageId"]), timeout=20)
     ids = [i for s in await user_steps(thread_id) for i in s.metadata["acceptedIds"]]
     assert sorted(ids) == sorted([first["messageId"], *(b["messageId"] for b in sends)])
     assert len(ids) == len(set(ids))
@@ -156,13 +158,14 @@ async def test_killing_the_engine_right_after_a_200_loses_nothing(engine_server,
     assert thread.owner_id == user.pk
 
 
-async def get_json(server, token: str, path: str) -> dict:  # type: ignore[no-untyped-def]
+async def get_json(server, token: str, path: str) -> dict[str, Any]:
     async with (
         aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
         http.get(f"{server.url}{path}") as response,
     ):
         assert response.status == 200
-        return await response.json()
+        body: dict[str, Any] = await response.json()
+        return body
 
 
 async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_lands(

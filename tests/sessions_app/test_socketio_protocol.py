@@ -69,7 +69,7 @@ def steps_starting(user: Any, prefix: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def fast_server(server_factory):  # type: ignore[no-untyped-def]
+def fast_server(server_factory):
     """A server with a sub-second heartbeat and a small payload limit."""
     return server_factory.start(
         SOCKETIO_PING_INTERVAL=str(FAST_PING_INTERVAL),
@@ -79,13 +79,13 @@ def fast_server(server_factory):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-async def cookie(server, make_user):  # type: ignore[no-untyped-def]
+async def cookie(server, make_user):
     """A signed-in user's Cookie header (sessions live in the database: valid on every server)."""
     return await user_cookie(server.url, make_user())
 
 
 @pytest.fixture
-async def bystander(server, cookie):  # type: ignore[no-untyped-def]
+async def bystander(server, cookie):
     """A healthy python-socketio client on the shared server, connected before the test acts."""
     client = await healthy_client(server, cookie)
     yield client

@@ -69,6 +69,8 @@ def test_the_allowance_takes_names_addresses_and_networks(settings):
 
 
 class Receiver:
+    port: int  # set by the receiver fixture, once it serves
+
     def __init__(self) -> None:
         self.deliveries: list[tuple[dict[str, str], bytes]] = []
         self.sent_bytes = 0
@@ -91,7 +93,7 @@ class Receiver:
 
 
 @pytest.fixture
-async def receiver():  # type: ignore[no-untyped-def]
+async def receiver():
     hook = Receiver()
     async with serving(hook.handle) as port:
         hook.port = port
@@ -99,7 +101,7 @@ async def receiver():  # type: ignore[no-untyped-def]
 
 
 @sync_to_async
-def box_with(user, url: str) -> Box:  # type: ignore[no-untyped-def]
+def box_with(user, url: str) -> Box:
     box = default_box_for(user)
     box.webhook_url = url
     box.save(update_fields=["webhook_url"])
@@ -126,7 +128,7 @@ async def test_a_name_that_rebinds_to_loopback_is_refused_on_the_next_attempt(
     answers = iter(["127.0.0.2", "127.0.0.1", "127.0.0.1"])
     lookups: list[str] = []
 
-    async def resolve(self, host, port=0, family=socket.AF_INET):  # type: ignore[no-untyped-def]
+    async def resolve(self, host, port=0, family=socket.AF_INET):
         address = next(answers)
         lookups.append(address)
         return [

@@ -3,7 +3,7 @@
 import asyncio
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import socketio
@@ -60,12 +60,12 @@ class ChatClient:
     def new_socketio_client(self) -> socketio.AsyncClient:
         sio = socketio.AsyncClient(reconnection=False)
 
-        @sio.on("*")
         async def record(event: str, *args: Any) -> None:
             self.events.append((event, args[0] if len(args) == 1 else list(args)))
             async with self._changed:
                 self._changed.notify_all()
 
+        sio.on("*", record)
         return sio
 
     async def connect(
@@ -123,9 +123,10 @@ class ChatClient:
         return await self.sio.call(event, data, timeout=timeout)
 
     async def send(self, text: str, message_id: str | None = None) -> dict[str, Any]:
-        return await self.call(
+        answer: dict[str, Any] = await self.call(
             "client_message", {"message": {"id": message_id or str(uuid.uuid4()), "output": text}}
         )
+        return answer
 
     async def disconnect(self) -> None:
         if self.sio is not None and self.sio.connected:
@@ -164,10 +165,10 @@ async def signed_in(server: Any, user: Any) -> ChatClient:
     return ChatClient(server.url, await user_cookie(server.url, user))
 
 
-async def api_token(user) -> str:  # type: ignore[no-untyped-def]
+async def api_token(user) -> str:
     """A DRF API token for ``user`` (what ``manage.py create_chat_user`` hands integrators)."""
     from asgiref.sync import sync_to_async
     from rest_framework.authtoken.models import Token
 
     token, _ = await sync_to_async(Token.objects.get_or_create)(user=user)
-    return token.key
+    return cast(str, token.key)

@@ -242,7 +242,9 @@ class StandIn:
     def answer(self, message: dict[str, Any]) -> None:
         prompt_uuid = message.get("uuid")
         content = message["message"]["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else content
+        )
         text, directives = parse("\n\n".join(b.get("text", "") for b in blocks if b.get("type") == "text"))
         if self.inject_before_next:
             self.inject_before_next = False

@@ -34,7 +34,7 @@ import struct
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self, TypeVar, cast, overload
 
 HOST = "127.0.0.1"
 CHUNK = 64 * 1024
@@ -105,8 +105,9 @@ class FaultProxy:
         self._started.wait(CONTROL_TIMEOUT)
         if self._start_error is not None:
             raise RuntimeError("FaultProxy could not listen") from self._start_error
-        assert self._server is not None
-        self.port: int = self._server.sockets[0].getsockname()[1]
+        server = cast("asyncio.Server | None", self._server)  # set by _run, on the proxy's thread
+        assert server is not None
+        self.port: int = server.sockets[0].getsockname()[1]
 
     # --- addresses and state -------------------------------------------------------------------
 
@@ -206,18 +207,22 @@ class FaultProxy:
         finally:
             self._loop.close()
 
-    def _call(self, fn: Callable[[], Awaitable[T] | T]) -> T:
+    @overload
+    def _call(self, fn: Callable[[], Awaitable[T]]) -> T: ...
+    @overload
+    def _call(self, fn: Callable[[], None]) -> None: ...
+    def _call(self, fn: Callable[[], Awaitable[T] | None]) -> T | None:
         """Run ``fn`` on the proxy's loop and return its result (awaited if a coroutine)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("FaultProxy controls cannot be called from the proxy's own thread")
         if self._stopped:
             raise RuntimeError("FaultProxy is stopped")
 
-        async def run() -> T:
+        async def run() -> T | None:
             result = fn()
-            if asyncio.iscoroutine(result):
-                return await result
-            return result  # type: ignore[return-value]
+            if result is None:
+                return None
+            return await result
 
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(CONTROL_TIMEOUT)
 
@@ -235,8 +240,12 @@ class FaultProxy:
         if backends is not None:
             self._backends = backends
 
+    def _closed_to_new(self) -> bool:
+        """Stopped, or refusing new connections (either can change while one connects)."""
+        return self._stopped or self._refuse
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._stopped or self._refuse or len(self._links) >= self._max_connections:
+        if self._closed_to_new() or len(self._links) >= self._max_connections:
             writer.close()
             return
         routed = await self._connect_backend()
@@ -244,7 +253,7 @@ class FaultProxy:
             writer.close()
             return
         port, backend = routed
-        if self._stopped or self._refuse:  # changed while we connected
+        if self._closed_to_new():  # changed while we connected
             writer.close()
             backend[1].close()
             return

@@ -25,7 +25,8 @@ DAPHNE_ARGS = ["--websocket-max-message-size", WS_MAX_MESSAGE, "--websocket-max-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def uses_shared_services() -> bool:

@@ -88,7 +88,7 @@ class TagHandler(socketserver.BaseRequestHandler):
 
 
 @pytest.fixture
-def tag_servers():  # type: ignore[no-untyped-def]
+def tag_servers():
     servers = [TagServer(b"A"), TagServer(b"B")]
     yield servers
     for server in servers:
@@ -224,7 +224,8 @@ def test_refuse_new_and_black_holing_new_connections_until_heal(tag_servers, fau
 def login_page(url: str) -> str:
     with urllib.request.urlopen(f"{url}/accounts/login/", timeout=10) as response:
         assert response.status == 200
-        return response.read().decode()
+        page: str = response.read().decode()
+        return page
 
 
 def test_proxy_forwards_http_to_daphne(server, fault_proxy):
@@ -292,7 +293,7 @@ async def test_socketio_client_sees_drop_and_reset_at_once(fault, server, fault_
 
 
 @pytest.fixture(scope="module")
-def fast_ping_server(server_factory):  # type: ignore[no-untyped-def]
+def fast_ping_server(server_factory):
     server = server_factory.start(
         SOCKETIO_PING_INTERVAL=str(PING_INTERVAL), SOCKETIO_PING_TIMEOUT=str(PING_TIMEOUT)
     )

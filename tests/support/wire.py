@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 from channels.testing import WebsocketCommunicator
@@ -99,14 +99,14 @@ class FrameSocket:
         def is_it(frame: str) -> bool:
             return frame.startswith("42") and decode(frame).data[0] == name
 
-        return decode(await self.expect(is_it, timeout)).data[1:]
+        return cast(list[Any], decode(await self.expect(is_it, timeout)).data[1:])
 
     async def ack(self, ack_id: int, timeout: float = 5) -> list[Any]:
         """Wait for the ACK packet answering ``ack_id``; return its arguments."""
         frame = await self.expect(lambda f: f.startswith(f"43{ack_id}["), timeout)
         packet = decode(frame)
         assert packet.id == ack_id
-        return packet.data
+        return cast(list[Any], packet.data)
 
     async def closed(self, timeout: float = 5) -> int | None:
         """Read (and keep) frames until the server closes; return the close code."""
@@ -128,14 +128,14 @@ class FrameSocket:
         await self.send_text("40" + json.dumps(auth if auth is not None else new_auth()))
         frame = await self.expect(lambda f: f.startswith(("40", "44")))
         assert frame.startswith("40{"), f"namespace CONNECT refused: {frame!r}"
-        return json.loads(frame[2:])["sid"]
+        return cast(str, json.loads(frame[2:])["sid"])
 
     async def refused_connect(self, auth: dict[str, Any] | None) -> dict[str, Any]:
         """Send a namespace CONNECT that must be refused; return the CONNECT_ERROR's data."""
         await self.send_text("40" + (json.dumps(auth) if auth is not None else ""))
         refused = decode(await self.expect(lambda f: f.startswith(("40", "44"))))
         assert refused.packet_type == sio.CONNECT_ERROR, f"CONNECT was accepted: {refused.data!r}"
-        return refused.data
+        return cast(dict[str, Any], refused.data)
 
     async def send_event(self, event: str, *args: Any, ack_id: int | None = None) -> None:
         packet = sio.Packet(sio.EVENT, [event, *args], id=ack_id, binary=False)
@@ -167,7 +167,7 @@ class RawSocket(FrameSocket):
     async def _receive(self, timeout: float) -> str:
         message = await self.ws.receive(timeout)
         if message.type == aiohttp.WSMsgType.TEXT:
-            return message.data
+            return cast(str, message.data)
         if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED):
             raise Closed(self.ws.close_code)
         raise AssertionError(f"unexpected frame {message!r}")
@@ -242,7 +242,7 @@ class InProcessSocket(FrameSocket):
         if message["type"] == "websocket.close":
             raise Closed(message.get("code", 1000))
         assert message["type"] == "websocket.send" and "text" in message, message
-        return message["text"]
+        return cast(str, message["text"])
 
     async def nothing_more(self, seconds: float = 0.2) -> list[str]:
         """Frames (pings aside) that arrive within ``seconds``: a test asserts it is empty."""

@@ -22,7 +22,7 @@ FLAGS = ("is_connected", "chat_started", "resumed", "has_first_interaction", "en
 
 
 @pytest.fixture
-def admin_client_(django_user_model) -> Client:  # type: ignore[no-untyped-def]
+def admin_client_(django_user_model) -> Client:
     admin = django_user_model.objects.create_superuser(
         username="boss", email="boss@example.com", password="pw-for-tests-1"
     )
@@ -32,18 +32,18 @@ def admin_client_(django_user_model) -> Client:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def alice(django_user_model):  # type: ignore[no-untyped-def]
+def alice(django_user_model):
     return django_user_model.objects.create_user(username="alice-owner", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def bob(django_user_model):  # type: ignore[no-untyped-def]
+def bob(django_user_model):
     return django_user_model.objects.create_user(username="bob-owner", password="pw-for-tests-1")
 
 
 def row_of(html: str, text: str) -> str:
     """The changelist row (``<tr>...</tr>``) that mentions ``text``."""
-    rows = [row for row in re.findall(r"<tr>.*?</tr>", html, flags=re.S) if text in row]
+    rows: list[str] = [row for row in re.findall(r"<tr>.*?</tr>", html, flags=re.S) if text in row]
     assert len(rows) == 1, f"expected one row with {text!r}, found {len(rows)}"
     return rows[0]
 
@@ -210,7 +210,7 @@ def test_session_record_changelist_renders_with_flags(admin_client_, alice, bob)
     assert admin_client_.get(f"/admin/sessions_app/socketsession/{live.pk}/change/").status_code == 200
 
 
-def test_admin_requires_staff(client, alice):  # type: ignore[no-untyped-def]
+def test_admin_requires_staff(client, alice):
     client.force_login(alice)
     response = client.get("/admin/threads_app/thread/")
     assert response.status_code == 302

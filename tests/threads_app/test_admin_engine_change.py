@@ -37,7 +37,7 @@ async def fake() -> AsyncIterator[FakeChatCompletions]:
 
 
 @pytest.fixture
-async def runtime(tmp_path, settings) -> AsyncIterator[None]:  # type: ignore[no-untyped-def]
+async def runtime(tmp_path, settings) -> AsyncIterator[None]:
     """This process runs the boxes; its pools are closed and forgotten afterwards."""
     settings.ECHO_STATE_DIR = tmp_path / "echo"
     yield

@@ -58,14 +58,14 @@ BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture
-def client(user) -> APIClient:  # type: ignore[no-untyped-def]
+def client(user) -> APIClient:
     """An API client authenticated with the user's token."""
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
     return api
 
 
-def make_thread(owner, name: str = "chat", *, updated_minutes: int = 0) -> Thread:  # type: ignore[no-untyped-def]
+def make_thread(owner, name: str = "chat", *, updated_minutes: int = 0) -> Thread:
     thread, _ = ensure_thread(owner, uuid.uuid4(), name=name)
     Thread.objects.filter(pk=thread.pk).update(updated_at=BASE + timedelta(minutes=updated_minutes))
     thread.refresh_from_db()
@@ -77,12 +77,12 @@ def add_steps(thread: Thread, count: int, *, type_: str = "assistant_message") -
 
 
 @pytest.fixture
-def thread(user) -> Thread:  # type: ignore[no-untyped-def]
+def thread(user) -> Thread:
     return make_thread(user, "my chat")
 
 
 @pytest.fixture
-def foreign_thread(other_user) -> Thread:  # type: ignore[no-untyped-def]
+def foreign_thread(other_user) -> Thread:
     thread = make_thread(other_user, "their chat")
     add_steps(thread, 2)
     return thread
@@ -95,7 +95,7 @@ def url(thread_id: object, suffix: str = "") -> str:
 # --- list -----------------------------------------------------------------------------
 
 
-def test_list_is_newest_first_and_only_the_callers_live_threads(client, user, other_user):  # type: ignore[no-untyped-def]
+def test_list_is_newest_first_and_only_the_callers_live_threads(client, user, other_user):
     old = make_thread(user, "old", updated_minutes=1)
     newest = make_thread(user, "newest", updated_minutes=3)
     middle = make_thread(user, "middle", updated_minutes=2)
@@ -114,27 +114,28 @@ def test_list_is_newest_first_and_only_the_callers_live_threads(client, user, ot
     assert body["next"] is None
 
 
-def test_list_searches_names_case_insensitively(client, user, other_user):  # type: ignore[no-untyped-def]
+def test_list_searches_names_case_insensitively(client, user, other_user):
     plans = make_thread(user, "Alpha plans", updated_minutes=1)
     both = make_thread(user, "alpha and beta", updated_minutes=2)
     make_thread(user, "beta only", updated_minutes=3)
     make_thread(other_user, "alpha of someone else", updated_minutes=4)
 
-    names = lambda query: [t["id"] for t in client.get("/api/threads/", {"search": query}).json()["results"]]  # noqa: E731
+    def names(query: str) -> list[str]:
+        return [t["id"] for t in client.get("/api/threads/", {"search": query}).json()["results"]]
 
     assert names("ALPHA") == [str(both.id), str(plans.id)]
     assert names("beta alpha") == [str(both.id)]
     assert names("nothing like it") == []
 
 
-def test_list_search_rejects_null_characters_with_a_400_body(client, thread):  # type: ignore[no-untyped-def]
+def test_list_search_rejects_null_characters_with_a_400_body(client, thread):
     response = client.get("/api/threads/", {"search": "a\x00b"})
 
     assert response.status_code == 400
     assert list(response.json()) == ["search"]
 
 
-def test_list_cursor_pagination_walks_every_thread_once_in_order(client, user):  # type: ignore[no-untyped-def]
+def test_list_cursor_pagination_walks_every_thread_once_in_order(client, user):
     threads = [make_thread(user, f"t{i}", updated_minutes=i) for i in range(7)]
     expected = [str(t.id) for t in reversed(threads)]
 
@@ -151,7 +152,7 @@ def test_list_cursor_pagination_walks_every_thread_once_in_order(client, user): 
     assert page_sizes == [3, 3, 1]
 
 
-def test_list_pagination_is_stable_when_threads_share_a_timestamp(client, user):  # type: ignore[no-untyped-def]
+def test_list_pagination_is_stable_when_threads_share_a_timestamp(client, user):
     threads = [make_thread(user, f"t{i}", updated_minutes=0) for i in range(5)]
 
     seen: list[str] = []
@@ -173,7 +174,7 @@ def test_list_pagination_is_stable_when_threads_share_a_timestamp(client, user):
         base64.b64encode(b"o=1&p=2026-13-45").decode(),
     ],
 )
-def test_list_invalid_cursor_is_404_not_500(client, thread, cursor):  # type: ignore[no-untyped-def]
+def test_list_invalid_cursor_is_404_not_500(client, thread, cursor):
     response = client.get("/api/threads/", {"cursor": cursor})
 
     assert response.status_code == 404
@@ -183,7 +184,7 @@ def test_list_invalid_cursor_is_404_not_500(client, thread, cursor):  # type: ig
 # --- retrieve / rename ----------------------------------------------------------------
 
 
-def test_retrieve_returns_the_thread_dict_without_steps(client, thread, user):  # type: ignore[no-untyped-def]
+def test_retrieve_returns_the_thread_dict_without_steps(client, thread, user):
     add_steps(thread, 2)
     Thread.objects.filter(pk=thread.pk).update(metadata={"k": "v"}, chat_profile="fast")
 
@@ -201,7 +202,7 @@ def test_retrieve_returns_the_thread_dict_without_steps(client, thread, user):  
     assert body["createdAt"].endswith("Z")
 
 
-def test_rename_changes_the_name_and_moves_the_thread_to_the_top(client, user, thread):  # type: ignore[no-untyped-def]
+def test_rename_changes_the_name_and_moves_the_thread_to_the_top(client, user, thread):
     newer = make_thread(user, "newer", updated_minutes=10)
 
     response = client.patch(url(thread.id), {"name": "  Renamed  "}, format="json")
@@ -214,14 +215,14 @@ def test_rename_changes_the_name_and_moves_the_thread_to_the_top(client, user, t
     assert [t["id"] for t in listed] == [str(thread.id), str(newer.id)]
 
 
-def test_rename_accepts_exactly_255_characters(client, thread):  # type: ignore[no-untyped-def]
+def test_rename_accepts_exactly_255_characters(client, thread):
     response = client.patch(url(thread.id), {"name": "n" * 255}, format="json")
 
     assert response.status_code == 200
     assert Thread.objects.get(pk=thread.pk).name == "n" * 255
 
 
-def test_patch_without_a_name_changes_nothing(client, thread):  # type: ignore[no-untyped-def]
+def test_patch_without_a_name_changes_nothing(client, thread):
     response = client.patch(url(thread.id), {}, format="json")
 
     assert response.status_code == 200
@@ -244,7 +245,7 @@ def test_patch_without_a_name_changes_nothing(client, thread):  # type: ignore[n
         (["name"], "non_field_errors"),
     ],
 )
-def test_rename_rejects_bad_bodies_with_drf_400(client, thread, body, key):  # type: ignore[no-untyped-def]
+def test_rename_rejects_bad_bodies_with_drf_400(client, thread, body, key):
     response = client.patch(url(thread.id), body, format="json")
 
     assert response.status_code == 400
@@ -255,14 +256,14 @@ def test_rename_rejects_bad_bodies_with_drf_400(client, thread, body, key):  # t
     assert Thread.objects.get(pk=thread.pk).name == "my chat"
 
 
-def test_rename_rejects_malformed_json(client, thread):  # type: ignore[no-untyped-def]
+def test_rename_rejects_malformed_json(client, thread):
     response = client.generic("PATCH", url(thread.id), "{not json", content_type="application/json")
 
     assert response.status_code == 400
     assert "detail" in response.json()
 
 
-def test_rename_refuses_non_json_bodies(client, thread):  # type: ignore[no-untyped-def]
+def test_rename_refuses_non_json_bodies(client, thread):
     response = client.patch(url(thread.id), {"name": "x"}, format="multipart")
 
     assert response.status_code == 415
@@ -272,7 +273,7 @@ def test_rename_refuses_non_json_bodies(client, thread):  # type: ignore[no-unty
 # --- soft delete ----------------------------------------------------------------------
 
 
-def test_soft_delete_hides_the_thread_from_every_read(client, thread):  # type: ignore[no-untyped-def]
+def test_soft_delete_hides_the_thread_from_every_read(client, thread):
     add_steps(thread, 2)
 
     response = client.delete(url(thread.id))
@@ -295,7 +296,7 @@ def test_soft_delete_hides_the_thread_from_every_read(client, thread):  # type: 
 # --- history --------------------------------------------------------------------------
 
 
-def test_history_returns_the_transcript_in_seq_order(client, thread):  # type: ignore[no-untyped-def]
+def test_history_returns_the_transcript_in_seq_order(client, thread):
     steps = add_steps(thread, 4)
     # An upsert of an existing id keeps its seq: the order does not change.
     upsert_step(thread.pk, steps[0].id, type="assistant_message", output="edited")
@@ -312,7 +313,7 @@ def test_history_returns_the_transcript_in_seq_order(client, thread):  # type: i
     assert body["results"][0]["threadId"] == str(thread.id)
 
 
-def test_history_after_seq_returns_only_what_came_after(client, thread):  # type: ignore[no-untyped-def]
+def test_history_after_seq_returns_only_what_came_after(client, thread):
     add_steps(thread, 5)
 
     body = client.get(url(thread.id, "history/"), {"after_seq": 3}).json()
@@ -321,7 +322,7 @@ def test_history_after_seq_returns_only_what_came_after(client, thread):  # type
     assert client.get(url(thread.id, "history/"), {"after_seq": 5}).json() == {"next": None, "results": []}
 
 
-def test_history_pages_follow_next_until_the_end(client, thread):  # type: ignore[no-untyped-def]
+def test_history_pages_follow_next_until_the_end(client, thread):
     add_steps(thread, 5)
 
     seqs: list[list[int]] = []
@@ -347,7 +348,7 @@ def test_history_pages_follow_next_until_the_end(client, thread):  # type: ignor
         {"limit": "x"},
     ],
 )
-def test_history_rejects_bad_parameters_with_drf_400(client, thread, params):  # type: ignore[no-untyped-def]
+def test_history_rejects_bad_parameters_with_drf_400(client, thread, params):
     add_steps(thread, 1)
 
     response = client.get(url(thread.id, "history/"), params)
@@ -359,7 +360,7 @@ def test_history_rejects_bad_parameters_with_drf_400(client, thread, params):  #
 # --- bootstrap ------------------------------------------------------------------------
 
 
-def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client, user, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client, user, thread):
     steps = add_steps(thread, 3)
     first, second, done, failed = (uuid.uuid4() for _ in range(4))
     images = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGk="}}]
@@ -397,7 +398,7 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
     assert [f["messageId"] for f in body["failed"]] == [str(failed)]
 
 
-def fail_send(thread: Thread, text: str, *, reason: str = "stopped", seconds: int = 0, images=None):  # type: ignore[no-untyped-def]
+def fail_send(thread: Thread, text: str, *, reason: str = "stopped", seconds: int = 0, images=None):
     """A send accepted ``seconds`` after BASE, then failed for ``reason``."""
     message, _ = accept_message(
         message_id=uuid.uuid4(), thread=thread, author=thread.owner, text=text, images=images or []
@@ -408,7 +409,7 @@ def fail_send(thread: Thread, text: str, *, reason: str = "stopped", seconds: in
     return message.pk
 
 
-def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_count(client, user, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_count(client, user, thread):
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGk="}}
     later = fail_send(thread, "dropped second", seconds=5)
     earlier = fail_send(thread, "dropped first", seconds=1, images=[image, image])
@@ -455,7 +456,7 @@ def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_c
     assert [p["id"] for p in body["pending"]] == [str(waiting.pk)]
 
 
-def test_bootstrap_lists_only_the_latest_50_failed_sends(client, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_lists_only_the_latest_50_failed_sends(client, thread):
     for n in range(53):
         fail_send(thread, f"dropped {n}", seconds=n)
     # Two sends accepted in the very instant of the 50th newest: still no more than 50.
@@ -470,7 +471,7 @@ def test_bootstrap_lists_only_the_latest_50_failed_sends(client, thread):  # typ
     assert [f["text"] for f in failed[1:]] == [f"dropped {n}" for n in range(4, 53)]
 
 
-def test_bootstrap_with_a_limit_still_lists_every_pending_and_failed_send(client, user, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_with_a_limit_still_lists_every_pending_and_failed_send(client, user, thread):
     add_steps(thread, 5)
     dropped = fail_send(thread, "dropped")
     waiting, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=user, text="waiting")
@@ -482,7 +483,7 @@ def test_bootstrap_with_a_limit_still_lists_every_pending_and_failed_send(client
     assert [f["messageId"] for f in body["failed"]] == [str(dropped)]
 
 
-def test_bootstrap_of_another_users_thread_shows_none_of_its_failed_sends(client, foreign_thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_of_another_users_thread_shows_none_of_its_failed_sends(client, foreign_thread):
     fail_send(foreign_thread, "their dropped send")
 
     response = client.get(url(foreign_thread.id, "bootstrap/"))
@@ -491,7 +492,7 @@ def test_bootstrap_of_another_users_thread_shows_none_of_its_failed_sends(client
     assert "their dropped send" not in response.content.decode()
 
 
-def test_bootstrap_limit_returns_the_last_entries_in_order(client, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_limit_returns_the_last_entries_in_order(client, thread):
     steps = add_steps(thread, 5)
 
     body = client.get(url(thread.id, "bootstrap/"), {"limit": 2}).json()
@@ -500,7 +501,7 @@ def test_bootstrap_limit_returns_the_last_entries_in_order(client, thread):  # t
     assert [e["seq"] for e in body["entries"]] == [4, 5]
 
 
-def test_bootstrap_of_an_empty_thread(client, thread):  # type: ignore[no-untyped-def]
+def test_bootstrap_of_an_empty_thread(client, thread):
     body = client.get(url(thread.id, "bootstrap/")).json()
 
     assert body["entries"] == []
@@ -509,7 +510,7 @@ def test_bootstrap_of_an_empty_thread(client, thread):  # type: ignore[no-untype
 
 
 @pytest.mark.parametrize("limit", [0, -3, "many", 1001])
-def test_bootstrap_rejects_a_bad_limit(client, thread, limit):  # type: ignore[no-untyped-def]
+def test_bootstrap_rejects_a_bad_limit(client, thread, limit):
     response = client.get(url(thread.id, "bootstrap/"), {"limit": limit})
 
     assert response.status_code == 400
@@ -529,7 +530,7 @@ DETAIL_ENDPOINTS = [
 
 @pytest.mark.parametrize(("method", "suffix"), DETAIL_ENDPOINTS)
 @pytest.mark.parametrize("kind", ["foreign", "random-uuid", "not-a-uuid", "deleted"])
-def test_every_detail_endpoint_answers_404_for_threads_that_are_not_the_callers(  # type: ignore[no-untyped-def]
+def test_every_detail_endpoint_answers_404_for_threads_that_are_not_the_callers(
     client, user, foreign_thread, method, suffix, kind
 ):
     if kind == "foreign":
@@ -553,7 +554,7 @@ def test_every_detail_endpoint_answers_404_for_threads_that_are_not_the_callers(
     assert foreign_thread.deleted_at is None
 
 
-def test_list_never_shows_another_users_threads(client, foreign_thread):  # type: ignore[no-untyped-def]
+def test_list_never_shows_another_users_threads(client, foreign_thread):
     assert client.get("/api/threads/").json()["results"] == []
     assert client.get("/api/threads/", {"search": "their"}).json()["results"] == []
 
@@ -564,7 +565,7 @@ ALL_ENDPOINTS = [("get", "/api/threads/")] + [(m, f"/api/threads/{{id}}/{s}") fo
 
 
 @pytest.mark.parametrize(("method", "path"), ALL_ENDPOINTS)
-def test_unauthenticated_requests_are_refused(thread, method, path):  # type: ignore[no-untyped-def]
+def test_unauthenticated_requests_are_refused(thread, method, path):
     response = getattr(APIClient(), method)(path.format(id=thread.id))
 
     assert response.status_code == 401
@@ -572,21 +573,21 @@ def test_unauthenticated_requests_are_refused(thread, method, path):  # type: ig
     assert Thread.objects.get(pk=thread.pk).deleted_at is None
 
 
-def test_a_wrong_token_is_refused(thread):  # type: ignore[no-untyped-def]
+def test_a_wrong_token_is_refused(thread):
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
 
     assert api.get(url(thread.id)).status_code == 401
 
 
-def test_token_authentication_reads_and_writes(client, thread):  # type: ignore[no-untyped-def]
+def test_token_authentication_reads_and_writes(client, thread):
     assert client.get(url(thread.id)).status_code == 200
     assert client.patch(url(thread.id), {"name": "via token"}, format="json").status_code == 200
     assert Thread.objects.get(pk=thread.pk).name == "via token"
 
 
 @pytest.fixture
-def session_client(user) -> APIClient:  # type: ignore[no-untyped-def]
+def session_client(user) -> APIClient:
     """A browser-like client: session cookie, CSRF checks enforced."""
     api = APIClient(enforce_csrf_checks=True)
     # django-axes checks every authenticate() call against its lockouts, so it needs the request.
@@ -594,12 +595,12 @@ def session_client(user) -> APIClient:  # type: ignore[no-untyped-def]
     return api
 
 
-def test_session_authentication_reads_without_csrf(session_client, thread):  # type: ignore[no-untyped-def]
+def test_session_authentication_reads_without_csrf(session_client, thread):
     assert session_client.get(url(thread.id)).status_code == 200
 
 
 @pytest.mark.parametrize("method", ["patch", "delete"])
-def test_session_writes_without_a_csrf_token_are_forbidden(session_client, thread, method):  # type: ignore[no-untyped-def]
+def test_session_writes_without_a_csrf_token_are_forbidden(session_client, thread, method):
     response = getattr(session_client, method)(url(thread.id), {"name": "csrf"}, format="json")
 
     assert response.status_code == 403
@@ -608,7 +609,7 @@ def test_session_writes_without_a_csrf_token_are_forbidden(session_client, threa
     assert (row.name, row.deleted_at) == ("my chat", None)
 
 
-def test_session_writes_with_a_csrf_token_work(session_client, thread):  # type: ignore[no-untyped-def]
+def test_session_writes_with_a_csrf_token_work(session_client, thread):
     secret = get_random_string(32)
     session_client.cookies["csrftoken"] = secret
 
@@ -626,7 +627,7 @@ def test_session_writes_with_a_csrf_token_work(session_client, thread):  # type:
 class _SendProbe(APIView):
     throttle_classes = [SendRateThrottle]
 
-    def post(self, request):  # type: ignore[no-untyped-def]
+    def post(self, request):
         return Response({"ok": True})
 
 
@@ -640,13 +641,13 @@ class _SendProbe(APIView):
         "DEFAULT_THROTTLE_RATES": {"sends": "3/min"},
     },
 )
-def test_send_throttle_limits_each_user_separately(user, other_user):  # type: ignore[no-untyped-def]
+def test_send_throttle_limits_each_user_separately(user, other_user):
     caches["default"].clear()
     factory = APIRequestFactory()
     view = _SendProbe.as_view()
     tokens = {u.pk: Token.objects.create(user=u).key for u in (user, other_user)}
 
-    def send(who) -> int:  # type: ignore[no-untyped-def]
+    def send(who) -> int:
         request = factory.post("/probe", {}, format="json", HTTP_AUTHORIZATION=f"Token {tokens[who.pk]}")
         return view(request).status_code
 
@@ -657,14 +658,14 @@ def test_send_throttle_limits_each_user_separately(user, other_user):  # type: i
     assert int(refused.headers["Retry-After"]) > 0
 
 
-def test_send_throttle_rate_comes_from_settings_and_can_be_switched_off():  # type: ignore[no-untyped-def]
+def test_send_throttle_rate_comes_from_settings_and_can_be_switched_off():
     assert SendRateThrottle().get_rate() == os.environ.get("SEND_THROTTLE_RATE", "120/min")
     with override_settings(REST_FRAMEWORK={"DEFAULT_THROTTLE_RATES": {"sends": "off"}}):
         assert SendRateThrottle().get_rate() is None
-        assert SendRateThrottle().allow_request(None, None) is True  # type: ignore[arg-type]
+        assert SendRateThrottle().allow_request(None, None) is True
 
 
-def test_rename_names_the_unknown_fields_it_refuses(client, thread):  # type: ignore[no-untyped-def]
+def test_rename_names_the_unknown_fields_it_refuses(client, thread):
     response = client.patch(url(thread.id), {"name": "ok", "metadata": {}, "tags": []}, format="json")
 
     assert response.status_code == 400

@@ -18,7 +18,7 @@ DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
 @pytest.fixture
-def api(user) -> APIClient:  # type: ignore[no-untyped-def]
+def api(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client

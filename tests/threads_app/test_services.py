@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def thread(user) -> Thread:  # type: ignore[no-untyped-def]
+def thread(user) -> Thread:
     thread, _ = ensure_thread(user, uuid.uuid4(), name="chat")
     return thread
 

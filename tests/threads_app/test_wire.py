@@ -32,12 +32,12 @@ CREATED = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
 
 
 @pytest.fixture
-def user(django_user_model):  # type: ignore[no-untyped-def]
+def user(django_user_model):
     return django_user_model.objects.create_user(username="wire-user", password="pw-for-tests-1")
 
 
 @pytest.fixture
-def thread(user):  # type: ignore[no-untyped-def]
+def thread(user):
     thread, _ = ensure_thread(user, uuid.uuid4(), name="a chat")
     return thread
 
@@ -136,7 +136,8 @@ def test_thread_dict_is_refused_to_another_user(django_user_model, thread):
 
 
 def test_thread_without_profile_has_no_tags(user, thread):
-    assert owned_thread_dict(user, thread.id)["tags"] == []  # type: ignore[index]
+    record = owned_thread_dict(user, thread.id)
+    assert record is not None and record["tags"] == []
 
 
 def test_step_fields_inverts_step_row_to_dict(thread):

@@ -29,20 +29,20 @@ def sink() -> Sink:
 
 
 @pytest.fixture
-def echo(tmp_path, settings):  # type: ignore[no-untyped-def]
+def echo(tmp_path, settings):
     settings.ECHO_STATE_DIR = tmp_path / "echo"
     return EchoEngine({"state_dir": str(tmp_path / "echo")})
 
 
 @pytest.fixture
-def make_thread(transactional_db, django_user_model):  # type: ignore[no-untyped-def]
+def make_thread(transactional_db, django_user_model):
     user = django_user_model.objects.create_user(username=f"rt-{uuid.uuid4().hex[:6]}", password="x")
 
     @sync_to_async
     def make(name: str = "t") -> Thread:
         return Thread.objects.create(owner=user, box=default_box_for(user), name=name)
 
-    make.user = user  # type: ignore[attr-defined]
+    make.user = user  # type: ignore[attr-defined]  # an attribute on the function, for tests that need the owner
     return make
 
 

@@ -3,12 +3,13 @@
 import asyncio
 import os
 import signal
+from typing import cast
 
 import pytest
 
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
-from sessions_app.runtime.engines.echo import EchoEngine
+from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase
 from tests.sessions_app.runtime.conftest import accept, accepted_ids_in, transcript
 from tests.support.waiting import wait_until
@@ -16,7 +17,7 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def turn(thread, text: str) -> UserTurn:  # type: ignore[no-untyped-def]
+async def turn(thread, text: str) -> UserTurn:
     return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
 
 
@@ -35,7 +36,8 @@ async def test_a_turn_streams_and_lands_in_the_transcript(make_thread, echo, sin
     ]
     assert session.engine_session_id and session.phase is Phase.READY
     await session.stop()
-    assert session.phase is Phase.IDLE and session.runs_open == 0
+    # cast: mypy keeps the READY from the assert above across stop(), which moved the phase
+    assert cast(Phase, session.phase) is Phase.IDLE and session.runs_open == 0
 
 
 async def test_sends_while_busy_queue_and_drain_as_one_merged_turn(make_thread, echo, sink):
@@ -66,11 +68,11 @@ async def test_kill_9_mid_turn_with_three_queued_starts_a_fresh_run_and_merges(m
     for t in queued:
         assert await session.submit(t)  # True: it waits in the queue
     await wait_until(lambda: sink.named("stream_token"))
-    first_pid = session.run.pid  # type: ignore[union-attr]
+    first_pid = cast(EchoRun, session.run).pid
     os.kill(first_pid, signal.SIGKILL)
 
     await wait_until(lambda: session.runs_started == 2 and session.phase is Phase.READY and not session.queue)
-    assert session.run.pid != first_pid  # type: ignore[union-attr]
+    assert cast(EchoRun, session.run).pid != first_pid
     steps = await transcript(thread)
     users = [s for s in steps if s.type == "user_message"]
     assert [u.output for u in users] == [first.text, "queued 0\n\nqueued 1\n\nqueued 2"]
@@ -151,7 +153,8 @@ async def test_in_the_close_window_send_refuses_instead_of_racing_a_second_run(m
     session = ChatSession(thread_id=thread.id, engine=echo, emit=sink)
     await session.send(await turn(thread, "hello"))
     await wait_until(lambda: sink.named("task_end"))
-    session.run.closed.set()  # type: ignore[union-attr]  # the handle closed; the pump has not ended yet
+    assert session.run is not None
+    session.run.closed.set()  # the handle closed; the pump has not ended yet
     assert session.in_close_window()
     assert not await session.send(await turn(thread, "too early"))
     assert session.runs_started == 1

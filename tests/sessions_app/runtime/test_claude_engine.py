@@ -60,7 +60,7 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_engine(fake_cli: Path, state_dir: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+def make_engine(fake_cli: Path, state_dir: Path, tmp_path: Path):
     def make(**env: str) -> ClaudeEngine:
         engine = get_engine(
             "claude",
@@ -247,7 +247,8 @@ async def test_an_interrupt_mid_turn_ends_it_as_interrupted(make_engine, state_d
         assert result["subtype"] == "interrupted" and result["is_error"] is False
         assert result["terminal_reason"] == "aborted_streaming"
         assert result["sdk_subtype"] == "error_during_execution"
-        assert adapt(result)[0].outcome == "interrupted"
+        adapted = adapt(result)[0]
+        assert isinstance(adapted, TurnResult) and adapted.outcome == "interrupted"
         streamed = "".join(d["delta"] for d in of_type(turn, "stream_event"))
         assert not streamed.endswith("ten")
         # The CLI reports what was said before the abort; its "[Request interrupted by user]"

@@ -3,6 +3,7 @@
 import dataclasses
 import typing
 import uuid
+from typing import Any
 
 import pytest
 
@@ -11,7 +12,7 @@ from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.phases import LEGAL_MOVES, InvariantError, Phase, is_busy, is_running, transition
 from sessions_app.runtime.thread_session import ChatThreadSession
 
-SAMPLES = {
+SAMPLES: dict[type, dict[str, Any]] = {
     messages.SystemInit: {"type": "system", "subtype": "init", "session_id": "s"},
     messages.StreamDelta: {"type": "stream_event", "message_id": "m", "delta": "hi"},
     messages.AssistantText: {

@@ -111,7 +111,7 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
     await pool.close()
 
 
-async def wait_for(condition, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+async def wait_for(condition, timeout: float = 10.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not condition():

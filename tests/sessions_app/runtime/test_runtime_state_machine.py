@@ -30,7 +30,7 @@ import os
 import signal
 import uuid
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import hypothesis
 from asgiref.sync import sync_to_async
@@ -48,7 +48,7 @@ from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase, is_legal
 from sessions_app.runtime.pool import ChatSessionPool
-from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy
+from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy, TurnResponse
 from tests.sessions_app.runtime.conftest import Sink, accept
 from threads_app.models import AcceptedMessage, Step
 
@@ -137,7 +137,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             session = ChatThreadSession(thread_id=thread.id, engine=pool_engine)
             self.pool.thread_sessions[thread.id] = session
             self._instrument(session, f"thread-{thread.name}")
-        self.pool_tasks: list[tuple[asyncio.Task, uuid.UUID, uuid.UUID]] = []
+        self.pool_tasks: list[tuple[asyncio.Task[TurnResponse], uuid.UUID, uuid.UUID]] = []
         self.pool_expect: dict[uuid.UUID, tuple[uuid.UUID, str]] = {}  # id -> (thread, expectation)
         self.engine_ids: dict[uuid.UUID, str] = {}
 
@@ -158,8 +158,8 @@ class RuntimeMachine(RuleBasedStateMachine):
             exc.add_note(f"first failure, in {where}")
             self.failure = exc
 
-    def check(self, where: str, *problems: str) -> None:
-        """Record the first problem found by an invariant."""
+    def check(self, where: str, *problems: object) -> None:
+        """Record the first problem found by an invariant (a falsy value is none)."""
         for problem in problems:
             if problem and self.failure is None:
                 self._fail(AssertionError(problem), where)
@@ -214,7 +214,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             return False
         if self.inflight["chat"]:
             return False
-        if s.run is not None and s.run.pid in self.killed:
+        if s.run is not None and cast(EchoRun, s.run).pid in self.killed:
             return False  # the kill has not reached the close handler yet
         return not (s.phase is Phase.IDLE and s.pump_running())
 
@@ -596,7 +596,7 @@ def bound_machine(make_thread: Any, state_dir: str) -> type[RuntimeMachine]:
     )
 
 
-def test_random_lifecycles_keep_the_runtime_invariants(make_thread, echo):  # type: ignore[no-untyped-def]
+def test_random_lifecycles_keep_the_runtime_invariants(make_thread, echo):
     run_state_machine_as_test(
         bound_machine(make_thread, str(echo.state_dir)),
         settings=settings(
