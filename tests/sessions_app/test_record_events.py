@@ -15,7 +15,7 @@ from tests.support.waiting import wait_until
 pytestmark = [pytest.mark.abuse, pytest.mark.django_db(transaction=True)]
 
 
-async def _delete_thread(server, user, thread_id: str) -> int:  # type: ignore[no-untyped-def]
+async def _delete_thread(server, user, thread_id: str) -> int:
     token = await api_token(user)
     async with (
         aiohttp.ClientSession() as http,

@@ -16,11 +16,11 @@ RATE = 6
 
 
 @pytest.fixture(scope="module")
-def limited_server(server_factory):  # type: ignore[no-untyped-def]
+def limited_server(server_factory):
     return server_factory.start(SEND_THROTTLE_RATE=f"{RATE}/min", CHAT_SETTINGS_MAX_BYTES="2048")
 
 
-async def signed(server, user) -> ChatClient:  # type: ignore[no-untyped-def]
+async def signed(server, user) -> ChatClient:
     client = ChatClient(server.url, await login_cookie(server.url, user.username, user.raw_password))
     await client.start()
     return client
@@ -54,7 +54,7 @@ async def test_chat_settings_over_budget_or_unstorable_are_refused_and_later_sav
     assert "the limit is 2048" in too_big["error"]
     nul = await client.call("chat_settings_change", {"bad": "a\x00b"})
     assert "NUL" in nul["error"]
-    deep: dict = {}
+    deep: dict[str, object] = {}
     for _ in range(200):
         deep = {"d": deep}
     nested = await client.call("chat_settings_change", deep)
