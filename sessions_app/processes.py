@@ -42,6 +42,15 @@ def held_by_live_process(field: str) -> Q:
     return Q(**{f"{field}__in": live_addresses()})
 
 
+def claimable(field: str, me: str, *, reentrant: bool) -> Q:
+    """The one lease rule, for every claim (a box's runtime, a session's turn): a row's
+    ``field`` may be taken by ``me`` when nobody holds it or its holder is dead, and, for a
+    ``reentrant`` lease, when ``me`` holds it already. The caller takes it with one
+    conditional UPDATE, so exactly one contender wins."""
+    free = Q(**{field: ""}) | ~held_by_live_process(field)
+    return free | Q(**{field: me}) if reentrant else free
+
+
 def is_alive(address: str) -> bool:
     return bool(address) and live_processes().filter(address=address).exists()
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from sessions_app.mailbox import mailbox
 from sessions_app.models import SocketSession
-from sessions_app.processes import held_by_live_process
+from sessions_app.processes import claimable, held_by_live_process
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +38,9 @@ def _fresh_claim() -> Q:
 @database_sync_to_async
 def _try_claim(session_id: uuid.UUID, owner: str) -> bool:
     return (
-        SocketSession.objects.filter(pk=session_id)
-        .exclude(_fresh_claim())
-        .update(turn_owner=owner, turn_heartbeat=timezone.now())
+        SocketSession.objects.filter(claimable("turn_owner", owner, reentrant=False), pk=session_id).update(
+            turn_owner=owner, turn_heartbeat=timezone.now()
+        )
         == 1
     )
 

@@ -282,13 +282,10 @@ def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None
 # --- boxes and the process that runs them ---------------------------------------------------------
 
 
-def claim_box(box_id: uuid.UUID, me: str, *, live_owners: Any) -> str:
-    """Take the box if it is free, its owner is not among ``live_owners`` (a queryset of
-    addresses), or it is already ``me``'s; return its owner either way."""
-    Box.objects.filter(
-        Q(runtime_owner="") | Q(runtime_owner=me) | ~Q(runtime_owner__in=live_owners),
-        pk=box_id,
-    ).update(runtime_owner=me, runtime_heartbeat=timezone.now())
+def claim_box(box_id: uuid.UUID, me: str, *, claimable: Q) -> str:
+    """Take the box where ``claimable`` (the live layer's lease rule on ``runtime_owner``)
+    allows it; return its owner either way."""
+    Box.objects.filter(claimable, pk=box_id).update(runtime_owner=me, runtime_heartbeat=timezone.now())
     return Box.objects.filter(pk=box_id).values_list("runtime_owner", flat=True).get()
 
 

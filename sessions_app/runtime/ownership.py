@@ -17,7 +17,7 @@ import uuid
 from channels.db import database_sync_to_async
 
 from sessions_app.mailbox import mailbox
-from sessions_app.processes import live_addresses
+from sessions_app.processes import claimable
 from threads_app import services
 
 # How long this process trusts what it last learned about a box's owner.
@@ -26,7 +26,7 @@ KNOWN_OWNER_TTL = 2.0
 
 def claim_box(box_id: uuid.UUID, me: str) -> str:
     """Take the box if it is free, its owner is dead, or it is already ours; return its owner."""
-    return services.claim_box(box_id, me, live_owners=live_addresses())
+    return services.claim_box(box_id, me, claimable=claimable("runtime_owner", me, reentrant=True))
 
 
 def release_all(me: str) -> int:

@@ -200,24 +200,30 @@ async def test_on_chat_end_runs_on_clear_only_once_and_not_on_drops(server, make
 
 
 async def test_session_expires_after_timeout_and_ends_once(server_factory, make_user):
+    # A server of its own with a 1 s timeout, stopped at the end: its sweeper would expire
+    # every other test's disconnected sessions (processes of one deployment share the timeout).
     server = server_factory.start(SESSION_TIMEOUT="1")
-    client = await signed_in(server, make_user())
-    await client.start()
-    await client.wait_text("greeting")
-    await client.disconnect()
-    for _ in range(50):
-        if server.hooks(client.session_id, "on_chat_end"):
-            break
-        await asyncio.sleep(0.1)
-    await settle(1.5)
-    assert len(server.hooks(client.session_id, "on_chat_end")) == 1
-    assert not await SocketSession.objects.filter(pk=client.session_id).aexists()
-    # A reconnect after expiry is a fresh session: it starts again.
-    client.events.clear()
-    await client.start()
-    await client.wait_text("greeting")
-    assert len(server.hooks(client.session_id, "on_chat_start")) == 2
-    await client.disconnect()
+    try:
+        client = await signed_in(server, make_user())
+        await client.start()
+        await client.wait_text("greeting")
+        await client.disconnect()
+        for _ in range(50):
+            if server.hooks(client.session_id, "on_chat_end"):
+                break
+            await asyncio.sleep(0.1)
+        await settle(1.5)
+        assert len(server.hooks(client.session_id, "on_chat_end")) == 1
+        assert not await SocketSession.objects.filter(pk=client.session_id).aexists()
+        # A reconnect after expiry is a fresh session: it starts again.
+        client.events.clear()
+        await client.start()
+        await client.wait_text("greeting")
+        assert len(server.hooks(client.session_id, "on_chat_start")) == 2
+        await client.disconnect()
+
+    finally:
+        server.stop()
 
 
 async def test_edit_message_rewrites_the_message_drops_what_followed_and_answers_again(server, make_user):
