@@ -1,4 +1,4 @@
-"""``ChatSessionPool``: one per box, in the process that serves the box's sessions.
+"""``BoxPool``: one per box, in the process that serves the box's sessions.
 
 It creates, finds, parks and evicts the box's sessions:
 
@@ -8,7 +8,7 @@ It creates, finds, parks and evicts the box's sessions:
   parks the active one (after its in-flight turn) before the new one runs.
 
 A box edited in the admin takes effect on its next turn: callers pass the box's engine and
-options as they read them per turn, and ``Pools.for_box`` reconfigures a pool built with
+options as they read them per turn, and ``BoxPools.for_box`` reconfigures a pool built with
 others. Sessions built before are replaced once idle (a turn in flight finishes on the old
 engine first); when the engine itself changed, the threads' engine conversation ids are
 forgotten, since one engine cannot resume another's conversation.
@@ -38,7 +38,7 @@ EngineFactory = Callable[[], Engine]
 EngineConfig = tuple[str, dict[str, Any]]
 
 
-class ChatSessionPool:
+class BoxPool:
     def __init__(
         self, box_id: uuid.UUID, engine_factory: EngineFactory, *, config: EngineConfig | None = None
     ) -> None:
@@ -170,26 +170,26 @@ class ChatSessionPool:
             await session.stop()
 
 
-class Pools:
+class BoxPools:
     """This process's pools, one per box. Guarded by a lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._pools: dict[uuid.UUID, ChatSessionPool] = {}
+        self._pools: dict[uuid.UUID, BoxPool] = {}
 
-    def for_box(self, box_id: uuid.UUID, engine: str, options: dict[str, Any]) -> ChatSessionPool:
+    def for_box(self, box_id: uuid.UUID, engine: str, options: dict[str, Any]) -> BoxPool:
         """The box's pool, built or reconfigured for ``engine`` and ``options`` (the box as
         the caller just read it)."""
         config: EngineConfig = (engine, copy.deepcopy(options))
         with self._lock:
             pool = self._pools.get(box_id)
             if pool is None:
-                pool = self._pools[box_id] = ChatSessionPool(box_id, _factory(config), config=config)
+                pool = self._pools[box_id] = BoxPool(box_id, _factory(config), config=config)
             elif pool.config != config:
                 pool.reconfigure(_factory(config), config)
             return pool
 
-    def all(self) -> list[ChatSessionPool]:
+    def all(self) -> list[BoxPool]:
         with self._lock:
             return list(self._pools.values())
 
@@ -210,4 +210,4 @@ def _factory(config: EngineConfig) -> EngineFactory:
     return lambda: get_engine(engine, options, transcript=transcript.engine_conversation)
 
 
-pools = Pools()
+pools = BoxPools()

@@ -1,4 +1,4 @@
-"""ChatSessionPool and ChatThreadSession: one active integration thread per box."""
+"""BoxPool and ChatThreadSession: one active integration thread per box."""
 
 import asyncio
 
@@ -6,7 +6,7 @@ import pytest
 
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.phases import Phase
-from sessions_app.runtime.pool import ChatSessionPool, Pools
+from sessions_app.runtime.pool import BoxPool, BoxPools
 from sessions_app.runtime.thread_session import SessionBusy
 from tests.sessions_app.runtime.conftest import accept, transcript
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 async def test_two_threads_alternating_keep_one_run_open_and_their_own_conversations(make_thread, echo):
     first, second = await make_thread("first"), await make_thread("second")
-    pool = ChatSessionPool(first.box_id, lambda: echo)
+    pool = BoxPool(first.box_id, lambda: echo)
     open_runs: list[int] = []
     answers: dict[str, list[str]] = {"first": [], "second": []}
     for round_ in range(3):
@@ -39,7 +39,7 @@ async def test_two_threads_alternating_keep_one_run_open_and_their_own_conversat
 
 async def test_a_message_for_another_thread_parks_the_active_one_after_its_turn(make_thread, echo):
     first, second = await make_thread("first"), await make_thread("second")
-    pool = ChatSessionPool(first.box_id, lambda: echo)
+    pool = BoxPool(first.box_id, lambda: echo)
     slow = asyncio.create_task(
         pool.send_to_thread(
             first.id, UserTurn("!slow 0.05\nslow answer here please", accepted_ids=[await accept(first, "s")])
@@ -63,7 +63,7 @@ async def test_a_message_for_another_thread_parks_the_active_one_after_its_turn(
 
 async def test_thread_sessions_deliver_complete_responses_with_tool_steps(make_thread, echo):
     thread = await make_thread()
-    pool = ChatSessionPool(thread.box_id, lambda: echo)
+    pool = BoxPool(thread.box_id, lambda: echo)
     response = await pool.send_to_thread(
         thread.id, UserTurn("!tool\nuse it", accepted_ids=[await accept(thread, "t")])
     )
@@ -86,7 +86,7 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
 ):
     settings.ECHO_STATE_DIR = tmp_path / "echo"
     thread = await make_thread()
-    pools_ = Pools()
+    pools_ = BoxPools()
     before, after = {"state_dir": str(tmp_path / "before")}, {"state_dir": str(tmp_path / "after")}
     pool = pools_.for_box(thread.box_id, "echo", before)
     old = await pool.chat_session(thread.id, emit=sink)

@@ -1,6 +1,6 @@
 """A hypothesis state machine driving the REAL chat runtime through random lifecycles.
 
-One ``ChatSession`` (interactive, with a queue) and one ``ChatSessionPool`` holding two
+One ``ChatSession`` (interactive, with a queue) and one ``BoxPool`` holding two
 integration threads (``ChatThreadSession``s, one active at a time) run against the echo
 engine subprocess and the test database. The rules are what callers and the world do to
 them: send (or, refused, enqueue), enqueue, wait for the turn to finish, stop, restart,
@@ -47,7 +47,7 @@ from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import EngineError, UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase, is_legal
-from sessions_app.runtime.pool import ChatSessionPool
+from sessions_app.runtime.pool import BoxPool
 from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy, TurnResponse
 from tests.sessions_app.runtime.conftest import Sink, accept
 from threads_app.models import AcceptedMessage, Step
@@ -131,7 +131,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             self.loop.run_until_complete(self.make_thread(f"integration-{i}")) for i in range(2)
         ]
         pool_engine = TrackingEcho(self.state_dir, self.runs)
-        self.pool = ChatSessionPool(self.chat_thread.box_id, lambda: pool_engine)
+        self.pool = BoxPool(self.chat_thread.box_id, lambda: pool_engine)
         for thread in self.pool_threads:
             # What activate() would create; made here so it can be instrumented.
             session = ChatThreadSession(thread_id=thread.id, engine=pool_engine)
