@@ -36,9 +36,11 @@ def get_engine(
     """Build an engine; ``transcript`` reads a conversation's steps by engine session id, for
     the engines that replay it to resume (``READS_TRANSCRIPT``), so none imports the models."""
     cls = engine_class(name)
+    engine: Engine
     if transcript is not None and getattr(cls, "READS_TRANSCRIPT", False):
-        return cls(options or {}, transcript=transcript)  # type: ignore[no-any-return]
-    engine: Engine = cls(options or {})
+        engine = cls(options or {}, transcript=transcript)
+    else:
+        engine = cls(options or {})
     return engine
 
 
