@@ -55,11 +55,6 @@ def is_alive(address: str) -> bool:
     return bool(address) and live_processes().filter(address=address).exists()
 
 
-def is_accepting(address: str) -> bool:
-    """Alive and not shutting down: may be given new work."""
-    return bool(address) and live_processes().filter(address=address, draining=False).exists()
-
-
 class ProcessHeartbeat:
     """Registers this process and keeps its row fresh from a daemon thread."""
 

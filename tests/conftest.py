@@ -14,7 +14,8 @@ from tests.support.proxy import FaultProxy
 from tests.support.redis_server import PrivateRedis
 from tests.support.server import ServerFactory, drop_stray_connections, uses_shared_services
 
-pytest_plugins: list[str] = []
+# Fixtures shared by test modules of several apps (the fake OpenAI-compatible server).
+pytest_plugins: list[str] = ["tests.support.fake_openai"]
 
 # Markers (registered in pyproject.toml). ``live`` is given here to every test that starts
 # daphne, i.e. uses ``server_factory`` through any fixture; the other markers are set by each

@@ -19,21 +19,13 @@ from django.test import Client
 from sessions_app.runtime import chats
 from sessions_app.runtime.pool import pools
 from sessions_app.state import process_state
-from tests.sessions_app.runtime.test_openai_engine import FakeChatCompletions
+from tests.support.fake_openai import FakeChatCompletions
 from threads_app.models import Box, Step, Thread
 from threads_app.services import default_box_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REPLY_WAIT = 15.0
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeChatCompletions]:
-    server = FakeChatCompletions()
-    await server.start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
