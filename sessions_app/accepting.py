@@ -43,8 +43,10 @@ async def accept_send(
     session_id: uuid.UUID | None = None,
     holder: str = "",
     retry: bool = False,
+    queued: bool | None = None,
 ) -> Acceptance:
-    """Commit the send (or find it) and, when it is new work, announce it."""
+    """Commit the send (or find it) and, when it is new work, announce it. ``queued``, when
+    the caller knows it already, is stored with the record (repeats answer with it)."""
     images = images or []
     record, created = await database_sync_to_async(accept_message)(
         message_id=message_id,
@@ -55,6 +57,7 @@ async def accept_send(
         source=source,
         session_id=session_id,
         holder=holder,
+        queued=queued,
     )
     revived = not created and retry and await database_sync_to_async(revive_failed)(message_id, holder=holder)
     if revived:

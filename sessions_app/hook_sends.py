@@ -38,6 +38,7 @@ async def accept_and_answer(
     live: LiveSession, thread: Thread, message_id: uuid.UUID, text: str, *, retry: bool = False
 ) -> dict[str, Any]:
     """Accept a hooks-API send and queue its turn; answered once the row is committed."""
+    queued = live.will_queue()
     acceptance = await accept_send(
         thread=thread,
         author=live.user,
@@ -47,12 +48,14 @@ async def accept_and_answer(
         session_id=live.id,
         holder=await mailbox.channel(),
         retry=retry,
+        queued=queued,
     )
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
     if not acceptance.fresh:  # a repeat (a resend after a lost ack): the same answer
         return {**answer, "queued": bool(acceptance.record.queued)}
-    queued = live.answer_send(message_id, text)
-    await database_sync_to_async(record_queued)(message_id, queued)
+    live.answer_send(message_id, text)
+    if acceptance.revived:  # the revived row's ``queued`` was cleared
+        await database_sync_to_async(record_queued)(message_id, queued)
     return {**answer, "queued": queued}
 
 

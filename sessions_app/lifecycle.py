@@ -245,7 +245,7 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
             raise BadRequest(str(exc)) from None
     if not live.has_first_interaction:
         await _first_interaction(live, text)
-    thread = await Thread.objects.aget(pk=live.thread_id)
+    thread = await live.thread()
     if thread.deleted_at is not None:
         raise BadRequest("this thread was deleted; start a new chat")
     try:

@@ -30,7 +30,7 @@ from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.thread_bus import publish_on_thread
 from sessions_app.turns import TurnClaim, stop_handlers
 from threads_app import services as thread_services
-from threads_app.models import AcceptedMessage
+from threads_app.models import AcceptedMessage, Thread
 from threads_app.selectors import step_dicts
 from threads_app.wire import step_fields
 
@@ -69,6 +69,11 @@ class LiveSession:
         self.shutting_down = False
         # Accepted sends waiting for their turn (hooks-API apps), by message id.
         self._waiting: dict[uuid.UUID, asyncio.Task[Any]] = {}
+        # The thread row sends are accepted into, read once per thread id (a deletion ends
+        # the session through ``thread_deleted`` rather than through this copy).
+        self._thread: Thread | None = None
+        # What ``persist`` last wrote: an unchanged user session is not written again.
+        self._persisted: str | None = None
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
         self._open_streams: dict[uuid.UUID, Message] = {}
         stop_handlers.add(self.id, self._remote_stop)
@@ -128,6 +133,12 @@ class LiveSession:
         if not self._context_loaded:
             self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))
 
+    async def thread(self) -> Thread:
+        """The session's current thread row (``Thread.DoesNotExist`` before it is created)."""
+        if self._thread is None or self._thread.pk != self.thread_id:
+            self._thread = await Thread.objects.aget(pk=self.thread_id)
+        return self._thread
+
     # --- output ---------------------------------------------------------------------------
 
     async def emit(self, event: str, data: Any) -> None:
@@ -169,10 +180,14 @@ class LiveSession:
 
     # --- accepted sends (hooks-API apps) ----------------------------------------------------
 
+    def will_queue(self) -> bool:
+        """A send arriving now would wait behind a turn (what its ack says as ``queued``)."""
+        return self.current_task is not None or bool(self._waiting)
+
     def answer_send(self, accepted_id: uuid.UUID, text: str) -> bool:
         """Queue ``on_message`` for an accepted send; True when it waits behind a turn. Its
         user step is transcribed when its turn begins, so the transcript reads in turn order."""
-        queued = self.current_task is not None or bool(self._waiting)
+        queued = self.will_queue()
         self._waiting[accepted_id] = self.run_hook(self._answer, accepted_id, text, send=accepted_id)
         return queued
 
@@ -205,13 +220,19 @@ class LiveSession:
     async def persist(self) -> None:
         """Save the persistable user session to the record and (once it exists) the thread."""
         async with self._save_lock:
+            persistable = self.to_persistable()
+            thread_id = self.thread_id if self.has_first_interaction else None
+            saved = json.dumps([str(thread_id), persistable, self.chat_profile], sort_keys=True)
+            if saved == self._persisted:
+                return
             await database_sync_to_async(records.save_user_session)(
                 self.id,
-                thread_id=self.thread_id if self.has_first_interaction else None,
-                persistable=self.to_persistable(),
+                thread_id=thread_id,
+                persistable=persistable,
                 chat_profile=self.chat_profile,
                 chat_settings=self.chat_settings,
             )
+            self._persisted = saved
 
     # --- running hooks --------------------------------------------------------------------
 
@@ -239,7 +260,7 @@ class LiveSession:
         name = getattr(hook, "__name__", hook)
         outcome = AcceptedMessage.Outcome.REPLIED
         async with self._turn_lock:
-            async with TurnClaim(self.id):
+            async with TurnClaim(self.id) as claim:
                 self.current_task = asyncio.current_task()
                 self.stopping = False
                 current_session.set(self)
@@ -265,19 +286,13 @@ class LiveSession:
                 finally:
                     self.current_task = None
                     if send is not None:
-                        await self._settle(send, outcome)
+                        claim.settle(send, outcome)
                     if not self.cleared:
                         await self.persist()
             # The claim is released before task_end goes out: a reconnect that hears task_end
             # must not find the turn still claimed (it would announce task_start for nothing).
             if with_task and not self.stopping:
                 await self.emit("task_end", None)
-
-    async def _settle(self, send: uuid.UUID, outcome: str) -> None:
-        try:
-            await transcript.settle_turn([send], outcome)
-        except Exception:
-            logger.exception("could not record the outcome of send %s", send)
 
     async def _report_error(self, exc: Exception | None) -> None:
         """Say in the transcript that the turn failed (``None``: the server stopped mid-turn)."""

@@ -24,6 +24,7 @@ from django.utils import timezone
 from sessions_app.mailbox import mailbox
 from sessions_app.models import SocketSession
 from sessions_app.processes import claimable, held_by_live_process
+from threads_app.services import settle_sends
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,12 @@ def _try_claim(session_id: uuid.UUID, owner: str) -> bool:
 
 
 @database_sync_to_async
-def _release(session_id: uuid.UUID, owner: str) -> None:
+def _release(session_id: uuid.UUID, owner: str, settle: tuple[uuid.UUID, str] | None) -> None:
+    if settle is not None:
+        try:
+            settle_sends([settle[0]], settle[1])
+        except Exception:
+            logger.exception("could not record the outcome of send %s", settle[0])
     SocketSession.objects.filter(pk=session_id, turn_owner=owner).update(turn_owner="", turn_heartbeat=None)
 
 
@@ -99,11 +105,18 @@ stop_handlers = StopHandlers()
 
 class TurnClaim:
     """``async with TurnClaim(session_id):`` waits for and holds the session's turn. The claim
-    lasts as long as this process is alive; no per-turn heartbeat is needed."""
+    lasts as long as this process is alive; no per-turn heartbeat is needed.
+
+    ``settle(send, outcome)`` records the outcome of the send the turn answered when the claim
+    is released, in the same trip to the database."""
 
     def __init__(self, session_id: uuid.UUID) -> None:
         self.session_id = session_id
         self._owner = ""
+        self._settle: tuple[uuid.UUID, str] | None = None
+
+    def settle(self, send: uuid.UUID, outcome: str) -> None:
+        self._settle = (send, outcome)
 
     async def __aenter__(self) -> "TurnClaim":
         self._owner = await mailbox.channel()
@@ -112,7 +125,7 @@ class TurnClaim:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await asyncio.shield(_release(self.session_id, self._owner))
+        await asyncio.shield(_release(self.session_id, self._owner, self._settle))
 
 
 async def request_remote_stop(session_id: uuid.UUID) -> bool:

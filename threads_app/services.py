@@ -4,16 +4,19 @@ Every function here is synchronous and transactional; async callers wrap them wi
 ``database_sync_to_async``.
 """
 
+import contextlib
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
 from threads_app.signals import thread_deleted
+from threads_app.step_appends import append_step
 
 THREAD_NAME_MAX = 255
 
@@ -51,11 +54,21 @@ def ensure_thread(user: User, thread_id: uuid.UUID, *, name: str = "") -> tuple[
 def upsert_step(thread_id: uuid.UUID, step_id: uuid.UUID, **fields: Any) -> Step:
     """Write a transcript step; the same id twice updates the row and keeps its ``seq``.
 
-    The thread row is locked while a new ``seq`` is handed out, so concurrent writers of one
-    thread never collide on ``(thread, seq)`` and ids never produce a second row.
+    A new step gets the thread's next ``seq`` with the thread row locked, so concurrent
+    writers of one thread never collide on ``(thread, seq)`` and ids never produce a second
+    row. On PostgreSQL a new step is one statement (``step_appends``).
     """
+    return _write_step(thread_id, step_id, fields, transcribes=())
+
+
+def _write_step(
+    thread_id: uuid.UUID, step_id: uuid.UUID, fields: dict[str, Any], *, transcribes: Sequence[uuid.UUID]
+) -> Step:
     if fields.get("created_at") is None:
         fields["created_at"] = timezone.now()
+    seq = append_step(thread_id, step_id, fields, transcribes=transcribes)
+    if seq is not None:
+        return Step(id=step_id, thread_id=thread_id, seq=seq, **fields)
     with transaction.atomic():
         last_seq = (
             Thread.objects.select_for_update().filter(pk=thread_id).values_list("last_seq", flat=True).get()
@@ -66,10 +79,15 @@ def upsert_step(thread_id: uuid.UUID, step_id: uuid.UUID, **fields: Any) -> Step
             for key, value in fields.items():
                 setattr(step, key, value)
             step.save(update_fields=list(fields))
-            return step
-        seq = last_seq + 1
-        Thread.objects.filter(pk=thread_id).update(last_seq=seq, updated_at=timezone.now())
-        return Step.objects.create(id=step_id, thread_id=thread_id, seq=seq, **fields)
+        else:
+            seq = last_seq + 1
+            Thread.objects.filter(pk=thread_id).update(last_seq=seq, updated_at=timezone.now())
+            step = Step.objects.create(id=step_id, thread_id=thread_id, seq=seq, **fields)
+        if transcribes:
+            AcceptedMessage.objects.filter(pk__in=transcribes).update(
+                state=AcceptedMessage.State.TRANSCRIBED, step=step
+            )
+        return step
 
 
 def delete_step(thread_id: uuid.UUID, step_id: uuid.UUID) -> None:
@@ -94,6 +112,12 @@ def save_thread_session(
         thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
 
 
+def _one_statement() -> contextlib.AbstractContextManager[Any]:
+    """Where a single statement may fail (a unique key): a savepoint inside a transaction,
+    nothing (no BEGIN/COMMIT round trips) in autocommit mode."""
+    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
+
+
 class MessageConflict(Exception):
     """A message id was reused with different content."""
 
@@ -108,6 +132,7 @@ def accept_message(
     source: str = AcceptedMessage.Source.CHAT,
     session_id: uuid.UUID | None = None,
     holder: str = "",
+    queued: bool | None = None,
 ) -> tuple[AcceptedMessage, bool]:
     """Record a user send; the message id is the idempotency key.
 
@@ -116,7 +141,7 @@ def accept_message(
     """
     images = images or []
     try:
-        with transaction.atomic():
+        with _one_statement():
             return (
                 AcceptedMessage.objects.create(
                     id=message_id,
@@ -128,6 +153,7 @@ def accept_message(
                     source=source,
                     session_id=session_id,
                     holder=holder,
+                    queued=queued,
                 ),
                 True,
             )
@@ -220,22 +246,15 @@ def transcribe_user_turn(
     accepted_ids: list[uuid.UUID],
 ) -> Step:
     """The user step of a turn, and the sends it carries marked transcribed, in one transaction."""
-    with transaction.atomic():
-        step = upsert_step(
-            thread_id,
-            step_id,
-            type="user_message",
-            name=author,
-            output=text,
-            content=content,
-            metadata={"acceptedIds": [str(i) for i in accepted_ids]},
-            start=timezone.now(),
-        )
-        if accepted_ids:
-            AcceptedMessage.objects.filter(pk__in=accepted_ids).update(
-                state=AcceptedMessage.State.TRANSCRIBED, step=step
-            )
-    return step
+    fields = {
+        "type": "user_message",
+        "name": author,
+        "output": text,
+        "content": content,
+        "metadata": {"acceptedIds": [str(i) for i in accepted_ids]},
+        "start": timezone.now(),
+    }
+    return _write_step(thread_id, step_id, fields, transcribes=accepted_ids)
 
 
 def settle_sends(accepted_ids: list[uuid.UUID], outcome: str) -> None:

@@ -1,0 +1,74 @@
+"""How many SQL statements one turn costs, from the send to ``task_end``: a test that fails
+if the count grows back.
+
+Steady state (the thread exists), PostgreSQL:
+
+- hooks-API app (one ``Message.send()`` per message): the send's INSERT, the turn claim, the
+  user step (one statement: seq, step, the send marked transcribed), the reply step (one
+  statement), the outcome and the claim's release; 22 statements before (issue 11).
+- engine runtime: the send's INSERT, the box read, the ``queued`` answer, the user step, the
+  assistant step, the outcome; 16 before.
+
+The user session is written only when it changed, so an echo turn writes none. On SQLite a
+new step takes the ORM's four statements in a transaction, so only the upper bound is checked
+there.
+"""
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from django.db import connection
+
+from tests.support.client import session_cookie
+from tests.support.statements import counting_statements
+from tests.support.wire import InProcessSocket, in_process_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+async def sock(settings, make_user, monkeypatch, tmp_path) -> AsyncIterator[InProcessSocket]:
+    settings.CHAT_APP = "tests.apps.lifecycle_app"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setenv("HOOK_LOG", str(tmp_path / "hooks.jsonl"))
+    cookie = await session_cookie(make_user())
+    async with in_process_socket(cookie) as opened:
+        await opened.connect_namespace()
+        yield opened
+
+
+async def one_turn(sock: InProcessSocket, text: str, ack_id: int) -> None:
+    message = {"message": {"id": str(uuid.uuid4()), "output": text}}
+    await sock.call("client_message", message, ack_id=ack_id)
+    await sock.event("task_end")
+
+
+def expected(postgresql: int, other: int) -> int:
+    return postgresql if connection.vendor == "postgresql" else other
+
+
+async def test_a_hooks_api_turn(sock):
+    await one_turn(sock, "first", 1)  # creates the thread
+    with counting_statements() as statements:
+        await one_turn(sock, "second", 2)
+    assert len(statements) <= expected(6, 15), f"{len(statements)}:\n" + "\n".join(statements.sql)
+    assert not statements.matching("sessions_app_socketsession\" SET \"user_session\"")
+
+
+@pytest.fixture
+async def engine_sock(settings, make_user, tmp_path, monkeypatch) -> AsyncIterator[InProcessSocket]:
+    settings.CHAT_APP = "sessions_app.default_app"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setenv("ECHO_STATE_DIR", str(tmp_path / "echo"))
+    cookie = await session_cookie(make_user())
+    async with in_process_socket(cookie) as opened:
+        await opened.connect_namespace()
+        yield opened
+
+
+async def test_an_engine_runtime_turn(engine_sock):
+    await one_turn(engine_sock, "first", 1)
+    with counting_statements() as statements:
+        await one_turn(engine_sock, "second", 2)
+    assert len(statements) <= expected(6, 15), f"{len(statements)}:\n" + "\n".join(statements.sql)

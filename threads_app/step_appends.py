@@ -1,0 +1,76 @@
+"""Appending a new transcript step in one round trip (PostgreSQL).
+
+A step's ``seq`` is the thread's ``last_seq`` plus one. Handing it out with the ORM takes a
+transaction of four statements (lock the thread, look for the step, bump ``last_seq``, insert).
+On PostgreSQL one statement does all of it: a ``FOR UPDATE`` read of the thread (which, when
+another writer holds the row, waits and then sees that writer's committed ``last_seq``), an
+``INSERT ... ON CONFLICT (id) DO NOTHING`` with the next seq, and an ``UPDATE`` of the thread
+that only happens when the insert did. A step id that already exists inserts nothing, moves
+nothing and returns ``None``: the caller updates the existing row instead. The sends a user
+step transcribes can be marked in the same statement.
+
+Other databases (SQLite, the embedded default) return ``None`` at once and the caller takes
+the ORM path; their writes are serialised anyway.
+"""
+
+import functools
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from threads_app.models import AcceptedMessage, Step, Thread
+
+_INSERTED_COLUMNS = [f for f in Step._meta.concrete_fields if f.column != "seq"]
+
+
+@functools.cache
+def _sql(mark_sends: bool) -> str:
+    step, thread, accepted = Step._meta.db_table, Thread._meta.db_table, AcceptedMessage._meta.db_table
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in _INSERTED_COLUMNS)
+    values = ", ".join("%s" for _ in _INSERTED_COLUMNS)
+    marked = (
+        f""", marked AS (
+            UPDATE {accepted} SET state = %s, step_id = inserted.id
+            FROM inserted WHERE {accepted}.id = ANY(%s)
+        )"""
+        if mark_sends
+        else ""
+    )
+    return f"""
+        WITH locked AS (
+            SELECT last_seq FROM {thread} WHERE id = %s FOR UPDATE
+        ), inserted AS (
+            INSERT INTO {step} ({columns}, seq)
+            SELECT {values}, locked.last_seq + 1 FROM locked
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id, seq
+        ), bumped AS (
+            UPDATE {thread} SET last_seq = inserted.seq, updated_at = %s
+            FROM inserted WHERE {thread}.id = %s
+        ){marked}
+        SELECT seq FROM inserted
+    """
+
+
+def append_step(
+    thread_id: uuid.UUID, step_id: uuid.UUID, fields: dict[str, Any], *, transcribes: Sequence[uuid.UUID] = ()
+) -> int | None:
+    """Insert the step with the next seq and return it; ``None`` when the id exists already
+    (or the database is not PostgreSQL). ``transcribes``: accepted sends this step records,
+    marked transcribed by the same statement."""
+    if connection.vendor != "postgresql":
+        return None
+    row = {**fields, "id": step_id, "thread_id": thread_id}
+    params: list[Any] = [thread_id]
+    params += [f.get_db_prep_save(row.get(f.attname, f.get_default()), connection) for f in _INSERTED_COLUMNS]
+    params += [timezone.now(), thread_id]
+    mark = bool(transcribes)
+    if mark:
+        params += [AcceptedMessage.State.TRANSCRIBED, list(transcribes)]
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(mark), params)
+        found = cursor.fetchone()
+    return int(found[0]) if found else None
