@@ -36,7 +36,6 @@ from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
-from threads_app.models import Thread
 from threads_app.selectors import owned_thread_dict, thread_owner_id
 
 logger = logging.getLogger(__name__)

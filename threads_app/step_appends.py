@@ -23,13 +23,14 @@ from django.utils import timezone
 
 from threads_app.models import AcceptedMessage, Step, Thread
 
-_INSERTED_COLUMNS = [f for f in Step._meta.concrete_fields if f.column != "seq"]
+# ``_meta`` is Django's documented Model _meta API, not a private member.
+_INSERTED_COLUMNS = [f for f in Step._meta.concrete_fields if f.column != "seq"]  # noqa: SLF001
 
 
 @functools.cache
 def _sql(mark_sends: bool) -> str:
-    step, thread, accepted = Step._meta.db_table, Thread._meta.db_table, AcceptedMessage._meta.db_table
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in _INSERTED_COLUMNS)
+    step, thread, accepted = (m._meta.db_table for m in (Step, Thread, AcceptedMessage))  # noqa: SLF001
+    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in _INSERTED_COLUMNS)
     values = ", ".join("%s" for _ in _INSERTED_COLUMNS)
     marked = (
         f""", marked AS (

@@ -53,7 +53,7 @@ async def test_a_hooks_api_turn(sock):
     with counting_statements() as statements:
         await one_turn(sock, "second", 2)
     assert len(statements) <= expected(6, 15), f"{len(statements)}:\n" + "\n".join(statements.sql)
-    assert not statements.matching("sessions_app_socketsession\" SET \"user_session\"")
+    assert not statements.matching('sessions_app_socketsession" SET "user_session"')
 
 
 @pytest.fixture

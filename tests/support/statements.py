@@ -12,6 +12,9 @@ from typing import Any
 
 from django.db.backends import utils
 
+# Every cursor's execute and executemany pass through this one method (Django 5.2).
+CURSOR_METHOD = "_execute_with_wrappers"
+
 
 class Statements:
     def __init__(self) -> None:
@@ -34,14 +37,14 @@ class Statements:
 def counting_statements() -> Iterator[Statements]:
     """Count every statement executed through Django's cursors while the block runs."""
     seen = Statements()
-    original = utils.CursorWrapper._execute_with_wrappers
+    original = getattr(utils.CursorWrapper, CURSOR_METHOD)
 
     def counted(self: Any, sql: str, params: Any, many: bool, executor: Any) -> Any:
         seen.add(sql)
         return original(self, sql, params, many, executor)
 
-    utils.CursorWrapper._execute_with_wrappers = counted  # type: ignore[method-assign]
+    setattr(utils.CursorWrapper, CURSOR_METHOD, counted)
     try:
         yield seen
     finally:
-        utils.CursorWrapper._execute_with_wrappers = original  # type: ignore[method-assign]
+        setattr(utils.CursorWrapper, CURSOR_METHOD, original)
