@@ -117,6 +117,9 @@ else:
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Threads the socket server's database calls run on (``sessions_app.database``), each with a
+# connection from the pool above; SQLite keeps one. Leave pool room for HTTP requests.
+DATABASE_THREADS = int(os.environ.get("DATABASE_THREADS", "8"))
 
 # --- Channel layer --------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -13,8 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from sessions_app.database import database_sync_to_async
 from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Thread
 from threads_app.services import accept_message, revive_failed

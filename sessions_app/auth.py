@@ -11,13 +11,13 @@ from typing import Any, cast
 from urllib.parse import ParseResult
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
-from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.authtoken.models import Token
 
+from sessions_app.database import database_sync_to_async
 from sessions_app.tokens import is_expired
 
 

@@ -14,10 +14,9 @@ import logging
 import uuid
 from typing import Any, cast
 
-from channels.db import database_sync_to_async
-
 from sessions_app.accepting import accept_send
 from sessions_app.chat.message import Message
+from sessions_app.database import database_sync_to_async
 from sessions_app.live import LiveSession
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses

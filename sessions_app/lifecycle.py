@@ -20,7 +20,6 @@ from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import unquote
 
-from channels.db import database_sync_to_async
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -31,6 +30,7 @@ from media_app.images import ImageRejected
 from sessions_app import hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
+from sessions_app.database import database_sync_to_async
 from sessions_app.live import LiveSession, live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats

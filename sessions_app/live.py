@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 from contextvars import Token
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
 
 from sessions_app import records
 from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
 from sessions_app.chat.message import Message
+from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
 from sessions_app.models import SocketSession
 from sessions_app.runtime import transcript
@@ -136,7 +136,7 @@ class LiveSession:
     async def thread(self) -> Thread:
         """The session's current thread row (``Thread.DoesNotExist`` before it is created)."""
         if self._thread is None or self._thread.pk != self.thread_id:
-            self._thread = await Thread.objects.aget(pk=self.thread_id)
+            self._thread = await database_sync_to_async(Thread.objects.get)(pk=self.thread_id)
         return self._thread
 
     # --- output ---------------------------------------------------------------------------

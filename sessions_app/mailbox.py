@@ -12,10 +12,10 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from channels.db import database_sync_to_async
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
+from sessions_app.database import database_sync_to_async
 from sessions_app.processes import heartbeat, is_alive
 
 logger = logging.getLogger(__name__)

@@ -20,12 +20,12 @@ import logging
 import uuid
 from datetime import timedelta
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
 from sessions_app import hook_sends
 from sessions_app.chat.hooks import load_app
+from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
 from sessions_app.mailbox import mailbox

@@ -25,9 +25,9 @@ import signal
 import sys
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 
+from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
 from sessions_app.mailbox import mailbox

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.db.models import Q
 from django.utils import timezone
 
+from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import mailbox
 from sessions_app.models import SocketSession
 from sessions_app.processes import claimable, held_by_live_process

@@ -33,10 +33,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
-from channels.db import database_sync_to_async
 from django.conf import settings
 
 from sessions_app import webhook_targets
+from sessions_app.database import database_sync_to_async
 from threads_app.models import Box
 from threads_app.services import ensure_webhook_secret
 

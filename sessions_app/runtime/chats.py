@@ -16,10 +16,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from sessions_app import records
 from sessions_app.accepting import accept_send
+from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
 from sessions_app.mailbox import MailboxError
 from sessions_app.runtime import transcript

@@ -23,12 +23,12 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 
 from sessions_app import webhooks
 from sessions_app.accepting import accept_send
+from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import MailboxError
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools

@@ -14,8 +14,7 @@ import asyncio
 import threading
 import uuid
 
-from channels.db import database_sync_to_async
-
+from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import claimable
 from threads_app import services

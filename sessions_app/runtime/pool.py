@@ -22,8 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from sessions_app.database import database_sync_to_async
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession, Emit
 from sessions_app.runtime.engines import Engine, get_engine

@@ -13,8 +13,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-
+from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import MailboxError, mailbox
 from sessions_app.runtime.ownership import owner_of
 from threads_app.models import Box

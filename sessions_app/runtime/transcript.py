@@ -9,9 +9,9 @@ step.
 import uuid
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from sessions_app.database import database_sync_to_async
 from sessions_app.runtime.engines.base import UserTurn
 from threads_app import selectors, services
 from threads_app.services import upsert_step
