@@ -18,6 +18,15 @@ queues; a consumer's ``receive()`` only waits on its own queue, so cancelling it
 nothing shared. Normal (non-``!``) channels, like a process's mailbox reply channel, are
 received as channels-redis does, retried on connection errors. Sends and group operations
 still raise on errors: their callers decide (``emitter``, ``thread_bus``, ``consumers``).
+
+A message for a channel of this process never goes through Redis: ``send`` puts it straight
+into the channel's queue, and ``group_send`` delivers to the group's members in this process
+(known from their ``group_add``) the same way, then sends through Redis only to members in
+other processes, in one script per Redis connection. Each Redis round trip costs system calls
+and a trip through the event loop, and channels-redis's own path (one shared inbox list per
+process, with a capacity) drops group messages silently once a busy process falls behind
+reading it; local members no longer depend on it, and a drop for a remote member is logged
+as a warning. Receivers must not mutate a message: local members of one group share it.
 """
 
 import asyncio
@@ -35,6 +44,25 @@ RETRY_FIRST = 0.1
 RETRY_MAX = 2.0
 # A queue nobody has read for this long belongs to a consumer that left: dropped.
 ABANDONED_AFTER = 120.0
+SWEEP_EVERY = 10.0
+
+# Capacity-checked delivery of one message per key (KEYS; ARGV: the messages, then the
+# capacities, then now and the message expiry). Returns how many keys were full.
+DELIVER_TO_KEYS = """
+local full = 0
+local now = tonumber(ARGV[#ARGV - 1])
+local expiry = tonumber(ARGV[#ARGV])
+for i = 1, #KEYS do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, now - expiry)
+    if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[#KEYS + i]) then
+        redis.call('ZADD', KEYS[i], now, ARGV[i])
+        redis.call('EXPIRE', KEYS[i], expiry)
+    else
+        full = full + 1
+    end
+end
+return full
+"""
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels_redis is untyped
@@ -44,6 +72,77 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         self._pump: asyncio.Task[Any] | None = None
         self._queues: defaultdict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
         self._last_read: dict[str, float] = {}
+        self._swept = 0.0
+        # Groups of this process's channels, from their group_add / group_discard.
+        self._local_groups: defaultdict[str, set[str]] = defaultdict(set)
+        self._mine = f"specific.{self.client_prefix}!"
+
+    # --- this process's own channels ---------------------------------------------------------
+
+    def _is_local(self, channel: str) -> bool:
+        """A channel of a consumer of this process (served by this layer's queues)."""
+        return channel.startswith(self._mine)
+
+    def _deliver(self, channel: str, message: dict[str, Any]) -> None:
+        pump_loop = self._pump_loop
+        if pump_loop is not None and pump_loop is not asyncio.get_running_loop() and pump_loop.is_running():
+            # Sent from another thread's loop (``async_to_sync`` in a signal handler): the
+            # queues belong to the server's loop.
+            pump_loop.call_soon_threadsafe(self._put, channel, message)
+            return
+        self._ensure_pump(self._mine)
+        self._put(channel, message)
+
+    def _put(self, channel: str, message: dict[str, Any]) -> None:
+        self._queues[channel].put_nowait(message)
+        self._last_read.setdefault(channel, time.monotonic())
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        if self._is_local(channel):
+            assert self.require_valid_channel_name(channel)
+            self._deliver(channel, dict(message))
+            return
+        await super().send(channel, message)
+
+    async def group_add(self, group: str, channel: str) -> None:
+        await super().group_add(group, channel)
+        if channel.startswith(self._mine):
+            self._local_groups[group].add(channel)
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        members = self._local_groups.get(group)
+        if members is not None:
+            members.discard(channel)
+            if not members:
+                del self._local_groups[group]
+        await super().group_discard(group, channel)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert self.require_valid_group_name(group), "Group name not valid"
+        local = list(self._local_groups.get(group, ()))
+        if local:
+            shared = dict(message)
+            for channel in local:
+                self._deliver(channel, shared)
+        key = self._group_key(group)
+        connection = self.connection(self.consistent_hash(group))
+        async with connection.pipeline(transaction=False) as pipe:
+            pipe.zremrangebyscore(key, min=0, max=int(time.time()) - self.group_expiry)
+            pipe.zrange(key, 0, -1)
+            _, members = await pipe.execute()
+        remote = [name for name in (m.decode() for m in members) if not self._is_local(name)]
+        if remote:
+            await self._send_through_redis(group, remote, message)
+
+    async def _send_through_redis(self, group: str, channels: list[str], message: dict[str, Any]) -> None:
+        by_connection, payloads, capacities = self._map_channel_keys_to_connection(channels, message)
+        for index, keys in by_connection.items():
+            args = [payloads[k] for k in keys] + [capacities[k] for k in keys] + [time.time(), self.expiry]
+            full = await self.connection(index).eval(DELIVER_TO_KEYS, len(keys), *keys, *args)
+            if full:
+                logger.warning(
+                    "group %s: %s of %s channel keys full, message dropped for them", group, full, len(keys)
+                )
 
     async def receive(self, channel: str) -> dict[str, Any]:
         assert self.require_valid_channel_name(channel)
@@ -59,9 +158,10 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
     def _ensure_pump(self, real_channel: str) -> None:
         loop = asyncio.get_running_loop()
         if self._pump_loop is not loop or self._pump is None or self._pump.done():
-            if self._pump_loop is not loop:  # a new event loop (tests): queues of the old one are dead
+            if self._pump_loop not in (None, loop):  # a new event loop (tests): the old one's queues are dead
                 self._queues = defaultdict(asyncio.Queue)
                 self._last_read = {}
+                self._local_groups = defaultdict(set)
             self._pump_loop = loop
             self._pump = loop.create_task(self._receive_forever(real_channel))
 
@@ -86,12 +186,17 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
 
     def _drop_abandoned(self) -> None:
         now = time.monotonic()
+        if now - self._swept < SWEEP_EVERY:
+            return
+        self._swept = now
         for channel, last in list(self._last_read.items()):
             if now - last > ABANDONED_AFTER:
                 queue = self._queues.get(channel)
                 if queue is None or not getattr(queue, "_getters", None):  # nobody waits on it
                     self._queues.pop(channel, None)
                     self._last_read.pop(channel, None)
+                    for members in self._local_groups.values():
+                        members.discard(channel)
 
     async def _retrying(
         self, receive: Callable[[str], Awaitable[dict[str, Any]]], channel: str

@@ -49,27 +49,40 @@ class ChatContext:
         self._messages: dict[uuid.UUID, Message] = {}
         self._order: dict[uuid.UUID, int] = {}
         self._counter = 0
+        # The sorted list, kept between reads: a hook that reads the context every turn would
+        # otherwise sort the whole conversation every turn. A new message that sorts last (the
+        # usual case) is appended to it; anything else sorts again on the next read.
+        self._sorted: list[Message] | None = []
+
+    def _key(self, message: "Message") -> tuple[float, int]:
+        return (message.seq if message.seq is not None else float("inf"), self._order[message.id])
 
     def add(self, message: "Message") -> None:
-        if message.id not in self._order:
+        new = message.id not in self._order
+        if new:
             self._order[message.id] = self._counter
             self._counter += 1
         self._messages[message.id] = message
+        if self._sorted is not None:
+            if new and (not self._sorted or self._key(self._sorted[-1]) <= self._key(message)):
+                self._sorted.append(message)
+            else:
+                self._sorted = None
 
     def remove(self, message: "Message") -> bool:
         self._order.pop(message.id, None)
+        self._sorted = None
         return self._messages.pop(message.id, None) is not None
 
     def get(self) -> list["Message"]:
-        inf = float("inf")
-        return sorted(
-            self._messages.values(),
-            key=lambda m: (m.seq if m.seq is not None else inf, self._order[m.id]),
-        )
+        if self._sorted is None:
+            self._sorted = sorted(self._messages.values(), key=self._key)
+        return list(self._sorted)
 
     def clear(self) -> None:
         self._messages.clear()
         self._order.clear()
+        self._sorted = []
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -80,6 +93,9 @@ class ChatContextAccessor:
 
     def get(self) -> list["Message"]:
         return require_session().chat_context.get()
+
+    def __len__(self) -> int:
+        return len(require_session().chat_context)
 
     def to_openai(self) -> list[dict[str, str]]:
         roles = {"user_message": "user", "assistant_message": "assistant"}

@@ -353,3 +353,31 @@ def test_load_context_skips_non_message_steps_and_merges_with_live_messages(user
     contents = [m.content for m in live.chat_context.get()]
     assert contents == ["q", "a", "typing..."]
     assert [m.id for m in live.chat_context.get()][1] == answer.id
+
+
+def test_the_kept_order_matches_a_full_sort_through_any_adds_and_removes():
+    """The context keeps its sorted list between reads; whatever the order of adds (with and
+    without seq, repeats of an id, removals), a read equals sorting everything afresh."""
+    import random
+
+    rng = random.Random(7)
+    context = ChatContext()
+    messages: list[Message] = []
+    order: dict[uuid.UUID, int] = {}  # when each message was first added
+    for step in range(400):
+        action = rng.random()
+        if action < 0.55 or not messages:
+            message = Message(f"m{step}")
+            message.seq = rng.choice([None, step, rng.randrange(step + 1)])
+            messages.append(message)
+            order[message.id] = step
+            context.add(message)
+        elif action < 0.8:
+            again = rng.choice(messages)
+            again.seq = rng.choice([again.seq, step])
+            context.add(again)
+        else:
+            context.remove(messages.pop(rng.randrange(len(messages))))
+        expected = sorted(messages, key=lambda m: (m.seq if m.seq is not None else float("inf"), order[m.id]))
+        assert [m.id for m in context.get()] == [m.id for m in expected], step
+        assert len(context) == len(messages)
