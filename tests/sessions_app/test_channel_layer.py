@@ -4,6 +4,7 @@ server processes)."""
 
 import asyncio
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -20,7 +21,7 @@ def commands_run(url: str) -> int:
     return int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
 
 
-async def receive(layer: ResilientRedisChannelLayer, channel: str) -> dict:
+async def receive(layer: ResilientRedisChannelLayer, channel: str) -> dict[str, Any]:
     return await asyncio.wait_for(layer.receive(channel), 5)
 
 
