@@ -1,6 +1,6 @@
-"""The baseline for ``bench/stream.py``: a bare Channels consumer speaking just enough
-Socket.IO v5 (Engine.IO 4, WebSocket transport) to stream tokens to an unmodified
-python-socketio ``AsyncClient``.
+"""The baseline for ``bench/stream.py`` and ``bench/echo.py``: a bare Channels consumer
+speaking just enough Socket.IO v5 (Engine.IO 4, WebSocket transport) to stream tokens to an
+unmodified python-socketio ``AsyncClient``.
 
     daphne bench.baseline_asgi:application
 
@@ -13,12 +13,21 @@ word bare, every later one with its leading space, as the echo engine splits it)
 ``update_message {id, output}`` and ``task_end``. No database, no auth, no hooks: what is
 left is daphne, Channels and the packet encoding, the floor Tether's stream path sits on.
 
+For ``bench/echo.py`` it also answers an ``echo`` event, whose payload is a ``client_message``
+one (``{message: {id, output}}``): it acks ``{threadId, messageId, queued}`` as Tether does and
+emits one ``new_message`` with an assistant StepDict whose output is
+``"<context length>: <output>"``, the context being this socket's messages held in memory (the
+user's message counted before the reply, as Tether's ``chat_context`` counts it). No
+``task_start``/``task_end``, no user step echoed back, no database.
+
 The channel layer is the one Tether would use in the same environment (in-memory, or
 channels-redis when ``REDIS_URL`` is set), so the consumer carries the same per-socket layer
 machinery; no emit goes through it.
 """
 
 import secrets
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -41,7 +50,12 @@ from socketio import packet as sio
 
 
 class BaselineConsumer(AsyncWebsocketConsumer):
+    context: list[str]  # this socket's messages, for ``echo``
+    thread_id: str
+
     async def connect(self) -> None:
+        self.context = []
+        self.thread_id = str(uuid.uuid4())
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
         if query.get("EIO") != ["4"]:
             await self.close()
@@ -76,6 +90,8 @@ class BaselineConsumer(AsyncWebsocketConsumer):
                 await self.close()
             elif packet.packet_type == sio.EVENT and packet.data and packet.data[0] == "go":
                 await self.stream(packet.data[1])
+            elif packet.packet_type == sio.EVENT and packet.data and packet.data[0] == "echo":
+                await self.echo(packet.data[1], packet.id)
 
     async def _send_packet(self, packet: sio.Packet) -> None:
         await self.send(text_data="4" + packet.encode())
@@ -98,6 +114,37 @@ class BaselineConsumer(AsyncWebsocketConsumer):
             )
         await self.emit("update_message", {"id": step_id, "output": text, "streaming": False})
         await self.emit("task_end", None)
+
+    async def echo(self, payload: dict[str, Any], ack_id: int | None) -> None:
+        """One message in, its ack and one ``new_message`` out (``bench/echo.py``)."""
+        context, thread_id = self.context, self.thread_id
+        message = payload["message"]
+        context.append(message["output"])
+        output = f"{len(context)}: {message['output']}"
+        context.append(output)
+        if ack_id is not None:
+            answer = {"threadId": thread_id, "messageId": message["id"], "queued": False}
+            await self._send_packet(sio.Packet(sio.ACK, [answer], id=ack_id, binary=False))
+        created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        await self.emit(
+            "new_message",
+            {
+                "id": str(uuid.uuid4()),
+                "threadId": thread_id,
+                "parentId": None,
+                "seq": len(context),
+                "type": "assistant_message",
+                "name": "assistant",
+                "output": output,
+                "content": [],
+                "metadata": {},
+                "isError": False,
+                "streaming": False,
+                "createdAt": created,
+                "start": created,
+                "end": created,
+            },
+        )
 
 
 async def http_ok(scope: dict[str, Any], receive: Any, send: Any) -> None:

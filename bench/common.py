@@ -170,6 +170,23 @@ def cpu_of(fields: list[str], *, children: bool = False) -> float:
     return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu() -> float:
+    """CPU seconds of every PostgreSQL process on this machine (all databases' backends),
+    including the backends that have exited (reaped by the postmaster, in its children's time)."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = proc_stat(entry.name)
+            if fields and fields[0].startswith("postgres"):
+                stats[entry.name] = fields
+    total = 0.0
+    for fields in stats.values():
+        total += cpu_of(fields)
+        if fields[2] not in stats:  # the postmaster: its parent is not a PostgreSQL process
+            total += cpu_of(fields, children=True)
+    return total
+
+
 class Daphne:
     """One daphne subprocess serving ``app`` on a free port, its output in ``log_path``;
     ``profile_to`` runs it under cProfile (the profile is written on SIGTERM)."""

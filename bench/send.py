@@ -206,23 +206,6 @@ def db_work_per_send(reps: int) -> list[Work]:
 # --- the server ---------------------------------------------------------------------------------
 
 
-def postgres_cpu() -> float:
-    """CPU seconds of every PostgreSQL process on this machine (all databases' backends),
-    including the backends that have exited (reaped by the postmaster, in its children's time)."""
-    stats = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = common.proc_stat(entry.name)
-            if fields and fields[0].startswith("postgres"):
-                stats[entry.name] = fields
-    total = 0.0
-    for fields in stats.values():
-        total += common.cpu_of(fields)
-        if fields[2] not in stats:  # the postmaster: its parent is not a PostgreSQL process
-            total += common.cpu_of(fields, children=True)
-    return total
-
-
 class ConnectionWatch:
     """Samples the number of PostgreSQL connections to the bench database (a thread of its own)."""
 
@@ -519,7 +502,7 @@ class Bench:
             await self.drain(user, None)
         before = await asyncio.to_thread(backlog, user) if user else None
         daphne0, engine0 = self.server.cpu_seconds()
-        pg0, client0, pushed0 = postgres_cpu(), time.process_time(), sum(s.pushed for s in sockets)
+        pg0, client0, pushed0 = common.postgres_cpu(), time.process_time(), sum(s.pushed for s in sockets)
         self.watch.reset()
         redis0 = self.redis_accepted()
         await closed_loop(ops, self.args.duration, phase, 0)
@@ -528,7 +511,7 @@ class Bench:
             phase.redis_connections = cast(int, self.redis_accepted()) - redis0  # self.redis is set
         daphne1, engine1 = self.server.cpu_seconds()
         phase.cpu_daphne, phase.cpu_engine = daphne1 - daphne0, engine1 - engine0
-        phase.cpu_postgres = postgres_cpu() - pg0
+        phase.cpu_postgres = common.postgres_cpu() - pg0
         phase.cpu_client = time.process_time() - client0
         if user is not None and before is not None:
             after = await self.drain(user, phase)

@@ -1,0 +1,538 @@
+"""Message round trips of a hooks-API app through the whole real stack, against a bare-consumer baseline.
+
+    .venv/bin/python bench/echo.py [--single-messages 200] [--clients 20] [--messages 50]
+                                   [--warmup 3] [--only tether|baseline] [--profile]
+
+Tether: one daphne process serving ``chatproject.asgi`` with ``CHAT_APP=bench.echo_app`` (a
+hooks-API app whose ``on_message`` answers every message with exactly one
+``chat.Message(content=f"{len(chat.chat_context.get())}: {text}").send()``), on PostgreSQL
+(``DATABASE_URL``, default ``tether_bench_echo`` on the local server; created and migrated when
+missing), the channel layer from ``REDIS_URL`` when set (else in-memory), ``SEND_THROTTLE_RATE``
+out of reach and the WebSocket size flags of ``make run``.
+
+Baseline: a second daphne serving ``bench/baseline_asgi.py``, a bare Channels consumer that
+answers an ``echo`` event (the same payload as ``client_message``) with its ack and one
+``new_message`` carrying the same reply, from a context list in memory: no database, no
+session, no hooks, no ``task_start``/``task_end``.
+
+Clients: python-socketio ``AsyncClient``s, WebSocket transport, each its own session (a new
+sessionId, so a thread of its own); Tether's authenticated by an API token and opened the way
+the web client does (``connection_successful``, answered before the clock runs). Each client
+sends ``client_message {message: {id, output}}`` (``echo`` to the baseline) with a fresh
+message id and a short text unique to the client and the message, WAITS for the reply, then
+sends the next: closed loop, one message in flight per client. The reply is the
+``new_message`` event with an ``assistant_message`` step; its output must be exactly
+``"<2k+1>: <the text sent>"`` for the k-th message of the session (counting from 0, warmup
+included): the user's message is in ``chat_context`` when ``on_message`` runs, and every
+earlier turn left two messages there. Every ack must name the message sent. Any other reply,
+a missing one (``--timeout``), an ``error`` event, a disconnect or an assistant message
+nobody waited for fails the run (exit 1).
+
+Phases, each on fresh sockets after ``--warmup`` untimed messages per client:
+
+- A: 1 client, ``--single-messages`` (200) messages in sequence;
+- B: ``--clients`` (20) clients at once, ``--messages`` (50) each.
+
+Per phase and server: messages/s (the phase's messages over its wall time, from the first
+send to the last reply), latency from the send to the reply's arrival in the client's event
+handler (p50, p95, max), the events the server pushed per message (acks not counted), and CPU
+per message of daphne, of PostgreSQL (every PostgreSQL process on this machine, other
+databases' work included) and of this process (the clients), from /proc and process_time;
+busy is daphne's CPU over the wall time (100% = one core). Also per Tether phase: how many of
+its sends were announced to their own socket by ``chat-user-message`` (the thread's bus, through
+the channel layer, not awaited by the client) by the last reply, and how many more within
+``--grace`` seconds after it (untimed); the ones never seen are printed as a note, not a
+failure. Then Tether / baseline per phase, Tether's B rate / A rate, and the bars: at least
+400 msg/s with 1 client, at least 600 msg/s with 20 clients, B / A at least 1.5 (PASS/FAIL
+printed; the exit status does not depend on them, only on correctness).
+
+``--profile`` runs the Tether daphne under cProfile and prints where its time went (the
+event loop's thread only; the database calls run on threads of their own).
+"""
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
+from bench import common
+
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_echo"
+CHAT_APP = "bench.echo_app"
+BASELINE_APP = "bench.baseline_asgi:application"
+BENCH_USER = "bench-echo"
+SERVERS = ("tether", "baseline")
+ONE_CLIENT_BAR = 400.0  # msg/s, phase A
+MANY_CLIENTS_BAR = 600.0  # msg/s, phase B (at 20 clients)
+SCALING_BAR = 1.5  # phase B rate over phase A rate
+
+
+class Failed(Exception):
+    """A reply, an ack or the connection was not what it must be."""
+
+
+# --- the client ---------------------------------------------------------------------------------
+
+
+class EchoClient:
+    """One python-socketio AsyncClient on its own session, one message in flight at a time."""
+
+    def __init__(self, name: str, url: str, token: str | None, event: str, timeout: float) -> None:
+        self.name = name
+        self.url = url
+        self.token = token
+        self.event = event  # client_message (Tether) or echo (baseline)
+        self.timeout = timeout
+        self.sio = common.socketio_client()
+        self.sio.on("*", self._record)
+        self.sio.on("disconnect", self._disconnected)
+        self.sent = 0  # messages sent on this session, warmup included
+        self.sent_ids: list[str] = []  # their message ids, in order
+        self.bus_ids: set[str] = set()  # message ids announced by chat-user-message (the thread's bus)
+        self.pushed: Counter[str] = Counter()  # events the server pushed, by name (acks are not events)
+        self.ready = asyncio.Event()
+        self.problems: list[str] = []  # what arrived while nothing was awaited
+        self._reply: asyncio.Future[tuple[float, Any]] | None = None
+        self._acks: list[tuple[str, asyncio.Future[tuple[Any, ...]]]] = []
+
+    async def _record(self, event: str, *args: Any) -> None:
+        arrived = time.perf_counter()
+        self.pushed[event] += 1
+        data = args[0] if args else None
+        if event == "clear_call_fn":  # the last answer to connection_successful
+            self.ready.set()
+        elif event == "new_message" and isinstance(data, dict) and data.get("type") == "assistant_message":
+            self._settle(arrived, data, f"an assistant message nobody waited for: {data.get('output')!r}")
+        elif event == "chat-user-message" and isinstance(data, dict):
+            self.bus_ids.add(str(data.get("messageId")))
+        elif event == "error":
+            self._fail(f"the server sent an error: {data!r}")
+
+    async def _disconnected(self, *_reason: Any) -> None:
+        self._fail("the server closed the socket")
+
+    def _settle(self, arrived: float, data: Any, unexpected: str) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_result((arrived, data))
+        else:
+            self.problems.append(unexpected)
+
+    def _fail(self, problem: str) -> None:
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(Failed(problem))
+        else:
+            self.problems.append(problem)
+
+    async def connect(self, handshake: bool) -> None:
+        """Connect on a new session; ``handshake``: then say ``connection_successful`` as the
+        web client does and wait for its answers."""
+        await common.connect_socket(self.sio, self.url, self.token)
+        if handshake:
+            await self.sio.emit("connection_successful")
+            await asyncio.wait_for(self.ready.wait(), self.timeout)
+
+    async def exchange(self, text: str) -> float:
+        """Send ``text``, wait for its reply and check it; returns the seconds between the two."""
+        index = self.sent
+        self.sent += 1
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[tuple[float, Any]] = loop.create_future()
+        ack: asyncio.Future[tuple[Any, ...]] = loop.create_future()
+        message_id = str(uuid.uuid4())
+        self.sent_ids.append(message_id)
+        self._acks.append((message_id, ack))
+        self._reply = reply
+
+        def acked(*answer: Any) -> None:
+            if not ack.done():
+                ack.set_result(answer)
+
+        began = time.perf_counter()
+        await self.sio.emit(self.event, {"message": {"id": message_id, "output": text}}, callback=acked)
+        try:
+            arrived, step = await asyncio.wait_for(reply, self.timeout)
+        except TimeoutError:
+            raise Failed(
+                f"{self.name}: no reply to message #{index} {text!r} within {self.timeout:g}s"
+            ) from None
+        except Failed as failure:
+            raise Failed(f"{self.name}, message #{index} {text!r}: {failure}") from None
+        finally:
+            self._reply = None
+        expected = f"{2 * index + 1}: {text}"
+        output = step.get("output")
+        if output != expected:
+            prefix, _, rest = str(output).partition(": ")
+            what = "the context length" if rest == text else "the reply"
+            raise Failed(
+                f"{self.name}, message #{index}: {what} is wrong: expected {expected!r}, got {output!r}"
+                f" (context length seen: {prefix!r})"
+            )
+        if step.get("isError"):
+            raise Failed(f"{self.name}, message #{index}: the reply is an error step: {step!r}")
+        return arrived - began
+
+    async def check_acks(self) -> None:
+        """Every message sent since the last check was acked, naming it."""
+        acks, self._acks = self._acks, []
+        for message_id, ack in acks:
+            try:
+                answer = await asyncio.wait_for(ack, self.timeout)
+            except TimeoutError:
+                raise Failed(f"{self.name}: no ack for message {message_id}") from None
+            body = answer[0] if answer else None
+            if not (isinstance(body, dict) and body.get("messageId") == message_id and "queued" in body):
+                raise Failed(f"{self.name}: message {message_id} was acked {answer!r}")
+        if self.problems:
+            raise Failed(f"{self.name}: {self.problems[0]} ({len(self.problems)} such)")
+
+    async def close(self) -> None:
+        await common.disconnect_socket(self.sio)
+
+
+# --- measurement --------------------------------------------------------------------------------
+
+
+@dataclass
+class Phase:
+    label: str  # "A" or "B"
+    server: str  # "tether" or "baseline"
+    clients: int
+    messages: int  # per client
+    samples: list[float] = field(default_factory=list)  # seconds, send -> reply
+    errors: list[str] = field(default_factory=list)
+    wall: float = 0.0
+    cpu_daphne: float = 0.0
+    cpu_postgres: float = 0.0
+    cpu_client: float = 0.0
+    pushed: Counter[str] = field(default_factory=Counter)  # events pushed during the phase, by name
+    # The phase's sends announced on the thread's bus (chat-user-message, through the channel
+    # layer): by the last reply, and within --grace seconds after it.
+    bus_by_reply: int = 0
+    bus_after: int = 0
+
+    @property
+    def rate(self) -> float:
+        return len(self.samples) / self.wall if self.wall and self.samples else 0.0
+
+
+@dataclass
+class Server:
+    name: str
+    daphne: common.Daphne
+    token: str | None
+    event: str
+    handshake: bool
+
+
+def text_of(client: str, index: int) -> str:
+    return f"echo {client} #{index}"
+
+
+async def client_loop(client: EchoClient, messages: int, samples: list[float] | None) -> None:
+    """``messages`` round trips in sequence (``samples``: where their times go, None: warmup)."""
+    for _ in range(messages):
+        took = await client.exchange(text_of(client.name, client.sent))
+        if samples is not None:
+            samples.append(took)
+    await client.check_acks()
+
+
+async def run_phase(server: Server, phase: Phase, args: argparse.Namespace) -> Phase:
+    clients = [
+        EchoClient(
+            f"{server.name}-{phase.label}{i}", server.daphne.url, server.token, server.event, args.timeout
+        )
+        for i in range(phase.clients)
+    ]
+    try:
+        try:
+            await asyncio.gather(*(c.connect(server.handshake) for c in clients))
+            if args.warmup:
+                await asyncio.gather(*(client_loop(c, args.warmup, None) for c in clients))
+        except Exception as exc:
+            phase.errors.append(f"before the phase: {type(exc).__name__}: {exc}")
+            return phase
+        daphne0, _ = server.daphne.cpu_seconds()
+        pg0, client0 = common.postgres_cpu(), time.process_time()
+        pushed0 = sum((c.pushed for c in clients), Counter[str]())
+        began = time.perf_counter()
+        results = await asyncio.gather(
+            *(client_loop(c, phase.messages, phase.samples) for c in clients), return_exceptions=True
+        )
+        phase.wall = time.perf_counter() - began
+        daphne1, _ = server.daphne.cpu_seconds()
+        phase.cpu_daphne = daphne1 - daphne0
+        phase.cpu_postgres = common.postgres_cpu() - pg0
+        phase.cpu_client = time.process_time() - client0
+        phase.pushed = sum((c.pushed for c in clients), Counter[str]()) - pushed0
+        phase.errors += [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
+        expected = phase.clients * phase.messages
+        if not phase.errors and len(phase.samples) != expected:
+            phase.errors.append(f"{len(phase.samples)} replies timed, {expected} expected")
+
+        def announced() -> int:
+            return sum(len(set(c.sent_ids[args.warmup :]) & c.bus_ids) for c in clients)
+
+        phase.bus_by_reply = announced()
+        if server.name == "tether" and phase.bus_by_reply < expected:
+            await asyncio.sleep(args.grace)
+            phase.bus_after = announced() - phase.bus_by_reply
+        return phase
+    finally:
+        await asyncio.gather(*(c.close() for c in clients), return_exceptions=True)
+
+
+async def run_bench(servers: list[Server], args: argparse.Namespace) -> list[Phase]:
+    phases: list[Phase] = []
+    for label, clients, messages in (("A", 1, args.single_messages), ("B", args.clients, args.messages)):
+        for server in servers:
+            phases.append(await run_phase(server, Phase(label, server.name, clients, messages), args))
+            await asyncio.sleep(args.pause)  # the last turns' bookkeeping (persist, settle) ends
+    return phases
+
+
+# --- report -------------------------------------------------------------------------------------
+
+
+def per_message(seconds: float, p: Phase) -> str:
+    return f"{seconds * 1000 / len(p.samples):.2f}" if p.samples else "-"
+
+
+def row(p: Phase) -> list[str]:
+    server = f"{p.server} (FAILED)" if p.errors else p.server
+    if not p.samples:
+        return [p.label, server, str(p.clients), "0", *["-"] * 10]
+    ms = [s * 1000 for s in p.samples]
+    return [
+        p.label,
+        server,
+        str(p.clients),
+        str(len(p.samples)),
+        f"{p.wall:.2f}",
+        f"{p.rate:,.1f}",
+        f"{common.percentile(ms, 0.5):.2f}",
+        f"{common.percentile(ms, 0.95):.2f}",
+        f"{max(ms):.2f}",
+        f"{p.pushed.total() / len(p.samples):.1f}",
+        per_message(p.cpu_daphne, p),
+        per_message(p.cpu_postgres, p),
+        per_message(p.cpu_client, p),
+        f"{p.cpu_daphne / p.wall * 100:.0f}%" if p.wall else "-",
+    ]
+
+
+def find(phases: list[Phase], label: str, server: str) -> Phase | None:
+    """The phase, when it ran without errors (a failed phase's figures go into no ratio or bar)."""
+    return next(
+        (p for p in phases if p.label == label and p.server == server and p.samples and not p.errors), None
+    )
+
+
+def bar_line(name: str, value: float | None, bar: float, unit: str) -> str:
+    if value is None:
+        return f"{name}: not measured"
+    verdict = "PASS" if value >= bar else "FAIL"
+    return f"{name}: {value:,.2f}{unit}  [{verdict}] bar: at least {bar:g}{unit}"
+
+
+def report(phases: list[Phase], context: str, args: argparse.Namespace, server_errors: list[str]) -> None:
+    print()
+    print(f"Tether hooks-API echo round trips vs a bare Channels consumer  ({context})")
+    print()
+    headers = [
+        "phase",
+        "server",
+        "clients",
+        "messages",
+        "wall s",
+        "msg/s",
+        "p50 ms",
+        "p95 ms",
+        "max ms",
+        "events/msg",
+        "daphne CPU ms/msg",
+        "postgres ms/msg",
+        "client ms/msg",
+        "busy",
+    ]
+    print(common.table(headers, [row(p) for p in phases], left={0, 1}))
+    print()
+    for label in ("A", "B"):
+        tether, baseline = find(phases, label, "tether"), find(phases, label, "baseline")
+        if tether and baseline:
+            print(
+                f"phase {label} ({tether.clients} client{'s' if tether.clients > 1 else ''}): "
+                f"tether / baseline = {tether.rate / baseline.rate:.3f} "
+                f"({tether.rate:,.1f} vs {baseline.rate:,.1f} msg/s; p50 "
+                f"{common.percentile(tether.samples, 0.5) * 1000:.2f} vs "
+                f"{common.percentile(baseline.samples, 0.5) * 1000:.2f} ms)"
+            )
+    for server in SERVERS:
+        a, b = find(phases, "A", server), find(phases, "B", server)
+        if a and b:
+            print(f"{server}: {b.clients} clients rate / 1 client rate = {b.rate / a.rate:.2f}")
+    for p in phases:
+        if p.label == "B" and p.samples and not p.errors:
+            mix = ", ".join(f"{name} {n / len(p.samples):.2f}" for name, n in sorted(p.pushed.items()))
+            print(f"{p.server}: events pushed per message in phase B: {mix}")
+    for p in phases:
+        if p.server == "tether" and p.samples and not p.errors:
+            sends = len(p.samples)
+            missing = sends - p.bus_by_reply - p.bus_after
+            verdict = "all" if missing == 0 else f"NOTE: {missing} never arrived ({missing / sends:.0%})"
+            print(
+                f"tether phase {p.label}: chat-user-message (thread bus, one per accepted send) for "
+                f"{p.bus_by_reply}/{sends} sends by the last reply, {p.bus_after} more within "
+                f"{args.grace:g}s: {verdict}"
+            )
+    tether_a, tether_b = find(phases, "A", "tether"), find(phases, "B", "tether")
+    if any(p.server == "tether" for p in phases):
+        print()
+        print("Bars (Tether):")
+        print("  " + bar_line("1 client", tether_a.rate if tether_a else None, ONE_CLIENT_BAR, " msg/s"))
+        clients = tether_b.clients if tether_b else args.clients
+        note = "" if clients == 20 else " (the bar is for 20 clients)"
+        print(
+            "  "
+            + bar_line(f"{clients} clients", tether_b.rate if tether_b else None, MANY_CLIENTS_BAR, " msg/s")
+            + note
+        )
+        scaling = tether_b.rate / tether_a.rate if tether_a and tether_b else None
+        print("  " + bar_line(f"{clients} clients / 1 client", scaling, SCALING_BAR, "x"))
+    failed = [p for p in phases if p.errors]
+    print()
+    if failed:
+        for p in failed:
+            distinct = sorted(set(p.errors))
+            print(f"FAILED phase {p.label} on {p.server}: {len(p.errors)} errors, e.g.")
+            for error in distinct[:3]:
+                print(f"  {error}")
+    else:
+        print(
+            "every reply checked: exactly '<2k+1>: <text sent>' for the session's k-th message "
+            "(chat_context grew by two per turn), every ack named its message"
+        )
+    for line in server_errors[:10]:
+        print(f"daphne log: {line.strip()}")
+
+
+# --- main ---------------------------------------------------------------------------------------
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--single-messages", type=int, default=200, help="messages of phase A (1 client)")
+    parser.add_argument("--clients", type=int, default=20, help="clients of phase B")
+    parser.add_argument("--messages", type=int, default=50, help="messages per client in phase B")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed messages per client before a phase")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds a reply (or ack) may take")
+    parser.add_argument("--pause", type=float, default=0.5, help="seconds between phases")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=5.0,
+        help="seconds to wait after a phase for chat-user-message events still missing (not timed)",
+    )
+    parser.add_argument("--only", choices=SERVERS, help="measure one server only")
+    parser.add_argument(
+        "--ws-max-message-size",
+        type=int,
+        default=common.WS_MAX_MESSAGE_SIZE,
+        help="--websocket-max-message-size/--websocket-max-frame-size for both daphnes (as `make run`)",
+    )
+    parser.add_argument("--profile", action="store_true", help="run the Tether daphne under cProfile")
+    parser.add_argument("--profile-lines", type=int, default=40)
+    parser.add_argument("--keep-data", action="store_true", help="leave the bench user's threads behind")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tether-echo-") as tmp:
+        workdir = Path(tmp)
+        env = common.bench_env(
+            CHAT_APP,
+            workdir=workdir,
+            default_database_url=DEFAULT_DATABASE_URL,
+            SEND_THROTTLE_RATE="1000000/min",
+        )
+        created = common.prepare_database(env)
+        common.setup_django(env)
+        from django.db import connections
+
+        common.remove_users(BENCH_USER)  # what an interrupted run left
+        _user, token = common.bench_user(BENCH_USER)
+        connections.close_all()
+
+        daphne_args = common.websocket_size_args(args.ws_max_message_size)
+        profile_path = workdir / "tether.prof" if args.profile else None
+        servers: list[Server] = []
+        try:
+            if args.only in (None, "tether"):
+                daphne = common.Daphne(
+                    env,
+                    workdir / "tether.log",
+                    args=daphne_args,
+                    label="tether daphne",
+                    profile_to=profile_path,
+                )
+                servers.append(Server("tether", daphne, token, "client_message", handshake=True))
+            if args.only in (None, "baseline"):
+                daphne = common.Daphne(
+                    env,
+                    workdir / "baseline.log",
+                    BASELINE_APP,
+                    label="baseline daphne",
+                    args=daphne_args,
+                    ready_path="/",
+                )
+                servers.append(Server("baseline", daphne, None, "echo", handshake=False))
+            for server in servers:
+                server.daphne.wait_ready()
+            load_before = os.getloadavg()[0]
+            phases = asyncio.run(run_bench(servers, args))
+            load_after = os.getloadavg()[0]
+            server_errors = sorted(
+                {
+                    f"{s.name}: {line}"
+                    for s in servers
+                    for needle in ("Error", "Traceback", "WARNING")
+                    for line in s.daphne.log_lines(needle)
+                }
+            )
+        except BaseException:
+            for server in servers:
+                print(f"--- {server.daphne.label} log:\n{server.daphne.log_tail()}", file=sys.stderr)
+            raise
+        finally:
+            for server in servers:
+                server.daphne.stop()
+            if not args.keep_data:
+                common.remove_users(BENCH_USER)
+        context = (
+            f"PostgreSQL {common.database_name(env)}{' (created)' if created else ''}, "
+            f"{common.channel_layer(env)}, 1 daphne process per server"
+            f"{', Tether daphne under cProfile' if args.profile else ''}, {os.cpu_count()} cores, "
+            f"{args.warmup} warmup messages per client, load avg {load_before:.1f} -> {load_after:.1f}"
+        )
+        report(phases, context, args, server_errors)
+        if profile_path is not None:
+            common.print_profile(profile_path, args.profile_lines, "Tether daphne")
+    print(f"\ntotal {time.perf_counter() - started:.1f}s")
+    return 1 if any(p.errors for p in phases) or not phases else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
