@@ -14,6 +14,7 @@ Chainlit's decision tree with its known bugs fixed by construction:
 import asyncio
 import json
 import logging
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -228,7 +229,7 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     retry = payload.get("retry") is True  # "send again" of a send that failed
     wait = await limits.wait_before_next_send(live.user)
     if wait is not None:
-        raise BadRequest(f"too many messages: the send rate is limited; send again in {wait:.0f} s")
+        raise BadRequest(f"too many messages: the send rate is limited; send again in {math.ceil(wait)} s")
     hooks = load_app()
     images: list[dict[str, Any]] = []
     if hooks.engine_runtime:

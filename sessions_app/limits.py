@@ -1,32 +1,20 @@
 """Budgets that span the socket and the API: one send rate per user.
 
-The API's send throttle (``SendRateThrottle``, ``SEND_THROTTLE_RATE``) counts a user's sends in
-the cache (Redis when configured, so across processes); the socket's ``client_message`` counts
-against the same budget, so a user cannot go around the API's 429 by sending over the socket.
+The API's send throttle (``SendRateThrottle``, ``SEND_THROTTLE_RATE``) takes a token from the
+user's bucket (``threads_app.token_bucket``: Redis when configured, so across processes); the
+socket's ``client_message`` takes from the same bucket, so a user cannot go around the API's
+429 by sending over the socket. From the event loop that is one Redis round trip, no thread.
 """
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from threads_app.throttling import SendRateThrottle
-
-
-class _Sender:
-    """What the throttle reads of a request: who sends."""
-
-    def __init__(self, user: Any) -> None:
-        self.user = user
-        self.META: dict[str, str] = {}
-
-
-def _wait_before_next_send(user: Any) -> float | None:
-    throttle = SendRateThrottle()
-    if throttle.allow_request(_Sender(user), None):  # reads .user only
-        return None
-    return throttle.wait() or 1.0
+from threads_app.token_bucket import Rate, sends
 
 
 async def wait_before_next_send(user: Any) -> float | None:
     """None if the user may send now, else the seconds until the budget allows it."""
-    return await sync_to_async(_wait_before_next_send, thread_sensitive=False)(user)
+    rate = Rate.parse(SendRateThrottle.get_rate())
+    if rate is None:
+        return None
+    return await sends.atake(str(user.pk), rate)

@@ -7,7 +7,7 @@ import os
 import signal
 import tracemalloc
 
-_DIR = os.environ.get("MEMORY_PROBE_DIR")
+_DIR = os.environ.get("MEMORY_PROBE_DIR", "")
 if _DIR:
     tracemalloc.start(int(os.environ.get("MEMORY_PROBE_FRAMES", "8")))
     _count = itertools.count()

@@ -1,0 +1,161 @@
+"""A token bucket per key: the send budget every path of a user shares.
+
+A bucket holds up to ``burst`` tokens and refills at ``per_second``; taking one either
+succeeds or says how long until a token is there. With ``REDIS_URL`` the buckets live in Redis
+and one script takes a token atomically (with Redis's clock, so every process counts alike);
+the embedded default keeps them in this process's memory. Both are called from synchronous
+code (DRF's throttles, on a request thread) and from the event loop (the chat socket), which
+uses redis-py's asyncio client: no thread hop and one round trip per send.
+
+Redis being down must not fail a send: the bucket then lets it through and logs a warning.
+"""
+
+import asyncio
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+
+import redis
+import redis.asyncio
+from django.conf import settings
+
+logger = logging.getLogger(__name__)
+
+# KEYS[1] the bucket; ARGV burst, tokens per second. Returns 0 (taken) or the milliseconds
+# until a token is there.
+TAKE = """
+local burst = tonumber(ARGV[1])
+local per_second = tonumber(ARGV[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1]) or burst
+local at = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - at) * per_second)
+local wait = 0
+if tokens >= 1 then
+    tokens = tokens - 1
+else
+    wait = math.ceil((1 - tokens) / per_second * 1000)
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / per_second * 1000) + 1000)
+return wait
+"""
+
+
+@dataclass(frozen=True)
+class Rate:
+    burst: int
+    per_second: float
+
+    @classmethod
+    def parse(cls, rate: str | None) -> "Rate | None":
+        """``"120/min"`` (DRF's notation: s, m, h, d): a burst of 120, refilled at 2 a second.
+        None, "", "off" or "none": no limit."""
+        if rate is None or rate.strip().lower() in {"", "off", "none"}:
+            return None
+        count, period = rate.split("/")
+        seconds = {"s": 1, "m": 60, "h": 3600, "d": 86400}[period.strip()[0]]
+        return cls(int(count), int(count) / seconds)
+
+
+class _MemoryBuckets:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, key: str, rate: Rate) -> float | None:
+        now = time.monotonic()
+        with self._lock:
+            tokens, at = self._buckets.get(key, (rate.burst, now))
+            tokens = min(rate.burst, tokens + (now - at) * rate.per_second)
+            if tokens >= 1:
+                self._buckets[key] = (tokens - 1, now)
+                return None
+            self._buckets[key] = (tokens, now)
+            return (1 - tokens) / rate.per_second
+
+
+class _RedisBuckets:
+    """Both redis-py clients: the asyncio one is bound to its event loop, so one per loop."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._sync: redis.Redis | None = None
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def sync_client(self) -> "redis.Redis":
+        with self._lock:
+            if self._sync is None:
+                self._sync = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=2)
+            return self._sync
+
+    def async_client(self) -> "redis.asyncio.Redis":
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            client = self._async.get(loop)
+            if client is None:
+                client = self._async[loop] = redis.asyncio.Redis.from_url(
+                    self.url, socket_timeout=2, socket_connect_timeout=2
+                )
+            return client
+
+
+class TokenBucket:
+    """The buckets of one budget (``name``), one per key (a user)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._memory = _MemoryBuckets()
+        self._redis: _RedisBuckets | None = None
+        self._lock = threading.Lock()
+
+    def _backend(self) -> _RedisBuckets | None:
+        url = getattr(settings, "REDIS_URL", "")
+        if not url:
+            return None
+        with self._lock:
+            if self._redis is None or self._redis.url != url:
+                self._redis = _RedisBuckets(url)
+            return self._redis
+
+    def _key(self, key: str) -> str:
+        # The cache's key prefix: each test session (and each deployment sharing a Redis)
+        # has its own.
+        prefix = settings.CACHES["default"].get("KEY_PREFIX", "tether")
+        return f"{prefix}:bucket:{self.name}:{key}"
+
+    def take(self, key: str, rate: Rate) -> float | None:
+        """Take a token: None, or the seconds until one is there."""
+        backend = self._backend()
+        if backend is None:
+            return self._memory.take(key, rate)
+        try:
+            wait = int(backend.sync_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second))
+        except redis.RedisError as exc:
+            logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
+            return None
+        return wait / 1000 if wait else None
+
+    async def atake(self, key: str, rate: Rate) -> float | None:
+        """``take`` from the event loop."""
+        backend = self._backend()
+        if backend is None:
+            return self._memory.take(key, rate)
+        try:
+            wait = int(
+                await backend.async_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second)
+            )
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
+            return None
+        return wait / 1000 if wait else None
+
+
+sends = TokenBucket("sends")
