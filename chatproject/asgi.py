@@ -7,13 +7,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatproject.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from chatproject.body_limits import BodyLimitMiddleware  # noqa: E402
-from sessions_app.auth import BrowserOriginValidator, TokenAuthMiddleware  # noqa: E402
+from sessions_app.auth import BrowserOriginValidator, SocketAuthMiddleware  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 from sessions_app.shutdown import graceful_shutdown  # noqa: E402
 
@@ -26,7 +25,7 @@ application = ProtocolTypeRouter(
         "http": http_app,
         "websocket": BrowserOriginValidator(
             # types-channels wants its check-only _ExtendedURLPattern; path() gives URLPatterns.
-            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))  # type: ignore[arg-type]
+            SocketAuthMiddleware(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
         ),
     }
 )

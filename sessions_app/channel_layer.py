@@ -65,12 +65,39 @@ return full
 """
 
 
+class Inbox:
+    """The messages waiting for one channel's consumer, and that consumer's wait. An
+    ``asyncio.Queue`` would do, at about 2 KiB per idle socket (four deques and an event)."""
+
+    __slots__ = ("messages", "waiter")
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.waiter: asyncio.Future[None] | None = None
+
+    def put(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def get(self) -> dict[str, Any]:
+        """The oldest message, once there is one (one consumer per channel). A cancelled wait
+        leaves every message in place."""
+        while not self.messages:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        return self.messages.pop(0)
+
+
 class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels_redis is untyped
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pump_loop: asyncio.AbstractEventLoop | None = None
         self._pump: asyncio.Task[Any] | None = None
-        self._queues: defaultdict[str, asyncio.Queue[dict[str, Any]]] = defaultdict(asyncio.Queue)
+        self._queues: defaultdict[str, Inbox] = defaultdict(Inbox)
         self._last_read: dict[str, float] = {}
         self._swept = 0.0
         # Groups of this process's channels, from their group_add / group_discard.
@@ -94,7 +121,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         self._put(channel, message)
 
     def _put(self, channel: str, message: dict[str, Any]) -> None:
-        self._queues[channel].put_nowait(message)
+        self._queues[channel].put(message)
         self._last_read.setdefault(channel, time.monotonic())
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
@@ -159,7 +186,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         loop = asyncio.get_running_loop()
         if self._pump_loop is not loop or self._pump is None or self._pump.done():
             if self._pump_loop not in (None, loop):  # a new event loop (tests): the old one's queues are dead
-                self._queues = defaultdict(asyncio.Queue)
+                self._queues = defaultdict(Inbox)
                 self._last_read = {}
                 self._local_groups = defaultdict(set)
             self._pump_loop = loop
@@ -180,7 +207,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             delay = RETRY_FIRST
             now = time.monotonic()
             for channel in target if isinstance(target, list) else [target]:
-                self._queues[channel].put_nowait(message)
+                self._queues[channel].put(message)
                 self._last_read.setdefault(channel, now)
             self._drop_abandoned()
 
@@ -192,7 +219,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         for channel, last in list(self._last_read.items()):
             if now - last > ABANDONED_AFTER:
                 queue = self._queues.get(channel)
-                if queue is None or not getattr(queue, "_getters", None):  # nobody waits on it
+                if queue is None or queue.waiter is None:  # nobody waits on it
                     self._queues.pop(channel, None)
                     self._last_read.pop(channel, None)
                     for members in self._local_groups.values():

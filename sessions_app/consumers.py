@@ -26,7 +26,7 @@ class ChatConsumer(SocketIOConsumer):
 
     async def socketio_connect(self, auth: dict[str, Any]) -> None:
         if "token_user" in self.scope:
-            user = self.scope["token_user"]  # type: ignore[typeddict-item]  # TokenAuthMiddleware's key
+            user = self.scope["token_user"]  # type: ignore[typeddict-item]  # SocketAuthMiddleware's key
         elif "token" in auth:
             user = await user_for_token(auth["token"])
         else:

@@ -8,7 +8,6 @@ Only the WebSocket transport is served (clients connect with ``transports=['webs
 there is no long-polling and no upgrade. Binary attachments are refused with an error.
 """
 
-import asyncio
 import logging
 import re
 import secrets
@@ -21,6 +20,7 @@ from engineio import packet as eio
 from rest_framework.exceptions import ParseError
 from socketio import packet as sio
 
+from sessions_app.heartbeats import heartbeats
 from threads_app.parsers import check_shape
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,6 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         self.sio_sid: str | None = None
         self.closed = False
         self.max_payload = settings.SOCKETIO_MAX_PAYLOAD
-        self._pong = asyncio.Event()
         await self.accept()
         await self.send(
             text_data=eio.Packet(
@@ -77,13 +76,11 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
                 },
             ).encode()
         )
-        self._heartbeat = asyncio.create_task(self._ping_loop())
+        heartbeats.watch(self)
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        heartbeat = getattr(self, "_heartbeat", None)
-        if heartbeat is not None:
-            heartbeat.cancel()
+        heartbeats.forget(self)
         if getattr(self, "sio_sid", None) is not None:
             self.sio_sid = None
             await self.socketio_disconnect()
@@ -138,7 +135,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         if kind == "4":
             await self._receive_socketio(text_data[1:])
         elif kind == "3":
-            self._pong.set()
+            heartbeats.pong(self)
         elif kind == "2":
             await self.send(text_data="3" + text_data[1:])
         elif kind == "1":
@@ -241,22 +238,11 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
 
     # --- heartbeat -------------------------------------------------------------------------
 
-    async def _ping_loop(self) -> None:
-        interval = settings.SOCKETIO_PING_INTERVAL
-        timeout = settings.SOCKETIO_PING_TIMEOUT
-        try:
-            while True:
-                await asyncio.sleep(interval)
-                self._pong.clear()
-                await self.send(text_data="2")
-                try:
-                    await asyncio.wait_for(self._pong.wait(), timeout)
-                except TimeoutError:
-                    logger.info("socket %s missed its pong; closing", self.eio_sid)
-                    await self.close(code=CLOSE_POLICY)
-                    return
-        except asyncio.CancelledError:
-            pass
+    async def send_ping(self) -> None:
+        await self.send(text_data="2")
+
+    async def ping_timed_out(self) -> None:
+        await self.close(code=CLOSE_POLICY)
 
     # --- for subclasses ----------------------------------------------------------------------
 
