@@ -7,6 +7,7 @@ in between (``generation``).
 """
 
 import asyncio
+import functools
 import json
 import logging
 import threading
@@ -188,16 +189,21 @@ class LiveSession:
         """Queue ``on_message`` for an accepted send; True when it waits behind a turn. Its
         user step is transcribed when its turn begins, so the transcript reads in turn order."""
         queued = self.will_queue()
-        self._waiting[accepted_id] = self.run_hook(self._answer, accepted_id, text, send=accepted_id)
+        self._waiting[accepted_id] = self.run_hook(
+            self._answer,
+            send=accepted_id,
+            prelude=functools.partial(self._transcribe_send, accepted_id, text),
+        )
         return queued
 
-    async def _answer(self, accepted_id: uuid.UUID, text: str) -> None:
+    def _transcribe_send(self, accepted_id: uuid.UUID, text: str) -> dict[str, Any]:
+        """The send's user step, written as its turn is claimed (one trip to the database)."""
+        turn = UserTurn(text=text, accepted_ids=[accepted_id])
+        return transcript.user_step(self.thread_id, turn, self.user.get_username())
+
+    async def _answer(self, step: dict[str, Any]) -> None:
         from sessions_app.chat.hooks import load_app  # the registry imports this package
 
-        self._waiting.pop(accepted_id, None)
-        step = await transcript.write_user_step(
-            self.thread_id, UserTurn(text=text, accepted_ids=[accepted_id]), self.user.get_username()
-        )
         message = Message.from_step(step)
         self.chat_context.add(message)
         await self.emit("new_message", step)
@@ -242,10 +248,13 @@ class LiveSession:
         *args: Any,
         with_task: bool = True,
         send: uuid.UUID | None = None,
+        prelude: Callable[[], Any] | None = None,
     ) -> asyncio.Task[Any]:
         """Run a hook as a task of this session; hooks of one session never overlap. ``send``
-        names the accepted send the turn answers: its outcome is recorded when the turn ends."""
-        task = asyncio.create_task(self._run(hook, args, with_task, send))
+        names the accepted send the turn answers: its outcome is recorded when the turn ends.
+        ``prelude`` (synchronous database work) runs as the turn is claimed; the hook gets its
+        result as its last argument."""
+        task = asyncio.create_task(self._run(hook, args, with_task, send, prelude))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -256,17 +265,24 @@ class LiveSession:
         args: tuple[Any, ...],
         with_task: bool,
         send: uuid.UUID | None,
+        prelude: Callable[[], Any] | None,
     ) -> None:
         name = getattr(hook, "__name__", hook)
         outcome = AcceptedMessage.Outcome.REPLIED
         async with self._turn_lock:
-            async with TurnClaim(self.id) as claim:
+            async with TurnClaim(self.id, prelude) as claim:
+                if send is not None:
+                    self._waiting.pop(send, None)  # its turn has begun: a stop no longer drops it
                 self.current_task = asyncio.current_task()
                 self.stopping = False
                 current_session.set(self)
                 if with_task:
                     await self.emit("task_start", None)
                 try:
+                    if prelude is not None:
+                        if isinstance(claim.prelude_result, Exception):
+                            raise claim.prelude_result
+                        args = (*args, claim.prelude_result)
                     await self.ensure_context()
                     await hook(*args)
                 except asyncio.CancelledError:

@@ -37,13 +37,21 @@ def _fresh_claim() -> Q:
 
 
 @database_sync_to_async
-def _try_claim(session_id: uuid.UUID, owner: str) -> bool:
-    return (
+def _try_claim(session_id: uuid.UUID, owner: str, prelude: Callable[[], Any] | None) -> tuple[bool, Any]:
+    """Claim the turn and, when that succeeded, run ``prelude`` in the same database call:
+    ``(claimed, its result or the exception it raised)``."""
+    claimed = (
         SocketSession.objects.filter(claimable("turn_owner", owner, reentrant=False), pk=session_id).update(
             turn_owner=owner, turn_heartbeat=timezone.now()
         )
         == 1
     )
+    if not claimed or prelude is None:
+        return claimed, None
+    try:
+        return True, prelude()
+    except Exception as exc:
+        return True, exc
 
 
 @database_sync_to_async
@@ -107,11 +115,15 @@ class TurnClaim:
     """``async with TurnClaim(session_id):`` waits for and holds the session's turn. The claim
     lasts as long as this process is alive; no per-turn heartbeat is needed.
 
-    ``settle(send, outcome)`` records the outcome of the send the turn answered when the claim
-    is released, in the same trip to the database."""
+    Two pieces of database work ride on the claim's own trips to the database: ``prelude``
+    (synchronous ORM code, run once the claim is won; its result, or the exception it raised,
+    is ``prelude_result``) and ``settle(send, outcome)``, the outcome of the send the turn
+    answered, recorded when the claim is released."""
 
-    def __init__(self, session_id: uuid.UUID) -> None:
+    def __init__(self, session_id: uuid.UUID, prelude: Callable[[], Any] | None = None) -> None:
         self.session_id = session_id
+        self.prelude = prelude
+        self.prelude_result: Any = None
         self._owner = ""
         self._settle: tuple[uuid.UUID, str] | None = None
 
@@ -120,9 +132,11 @@ class TurnClaim:
 
     async def __aenter__(self) -> "TurnClaim":
         self._owner = await mailbox.channel()
-        while not await _try_claim(self.session_id, self._owner):  # noqa: ASYNC110 - the claim lives in the database
+        while True:
+            claimed, self.prelude_result = await _try_claim(self.session_id, self._owner, self.prelude)
+            if claimed:
+                return self
             await asyncio.sleep(CLAIM_POLL)
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.shield(_release(self.session_id, self._owner, self._settle))

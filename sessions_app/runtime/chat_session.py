@@ -250,6 +250,11 @@ class ChatSession(Conversation):
         self._closing = False
         self._was_busy = False
         self._move(Phase.IDLE)
+        if was_stopping and not self.draining:
+            # Sends refused while stopping were queued after stop() dropped the rest; they go
+            # now, before the awaits below let another hand-over start a run with them.
+            self._drop(self.queue)
+            self.queue.clear()
         # A reply cut here (a stop, or the engine dying) keeps what was streamed of it.
         await self._keep_partial_replies(interrupted=was_stopping)
         if was_streaming:
@@ -260,10 +265,7 @@ class ChatSession(Conversation):
             await self._settle_turn("interrupted")
         if self.draining:
             pass  # queued sends stay pending in the database for the box's next owner
-        elif was_stopping:  # sends refused while stopping were queued after stop() dropped the rest
-            self._drop(self.queue)
-            self.queue.clear()
-        elif self.queue:
+        elif self.queue:  # sends that came while the run closed (a stop's refusals are gone)
             merged = UserTurn.merge(self.queue)
             self.queue.clear()
             await self.submit(merged)  # a send that came meanwhile may be starting a run: ride it

@@ -29,8 +29,7 @@ def user_step_id(turn: UserTurn) -> uuid.UUID:
     return turn.accepted_ids[0] if turn.accepted_ids else uuid.uuid4()
 
 
-@database_sync_to_async
-def write_user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[str, Any]:
+def user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[str, Any]:
     """Transcribe a turn and mark the acceptance records it carries as transcribed."""
     step = services.transcribe_user_turn(
         thread_id,
@@ -41,6 +40,9 @@ def write_user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[s
         accepted_ids=turn.accepted_ids,
     )
     return step_to_dict(step)
+
+
+write_user_step = database_sync_to_async(user_step)
 
 
 @database_sync_to_async
