@@ -106,6 +106,7 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
         live_sessions.put(live)
     live.generation = record.generation
     live.restored = opened.restored
+    live.forget_thread_row()  # read again: the thread may have been deleted while no socket was here
     if opened.previous_channel and opened.previous_channel != channel:
         # Another socket held this session (a half-open drop, or a second tab): retire it.
         try:

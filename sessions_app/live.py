@@ -70,8 +70,8 @@ class LiveSession:
         self.shutting_down = False
         # Accepted sends waiting for their turn (hooks-API apps), by message id.
         self._waiting: dict[uuid.UUID, asyncio.Task[Any]] = {}
-        # The thread row sends are accepted into, read once per thread id (a deletion ends
-        # the session through ``thread_deleted`` rather than through this copy).
+        # The thread row sends are accepted into, read once per thread id and socket (a
+        # deletion while the socket is here ends the session through ``thread_deleted``).
         self._thread: Thread | None = None
         # What ``persist`` last wrote: an unchanged user session is not written again.
         self._persisted: str | None = None
@@ -133,6 +133,9 @@ class LiveSession:
     async def ensure_context(self) -> None:
         if not self._context_loaded:
             self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))
+
+    def forget_thread_row(self) -> None:
+        self._thread = None
 
     async def thread(self) -> Thread:
         """The session's current thread row (``Thread.DoesNotExist`` before it is created)."""
