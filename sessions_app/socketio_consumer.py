@@ -14,6 +14,7 @@ import secrets
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from engineio import packet as eio
@@ -49,6 +50,16 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     namespace = "/"
 
     # --- Channels entry points ----------------------------------------------------------
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without its ``aclose_old_connections()`` before every frame
+        and channel-layer message: a trip to the sync thread each time, for connections this
+        consumer never opens (its database work runs through ``sessions_app.database``, which
+        closes obsolete connections around every call on the thread that used them)."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def connect(self) -> None:
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
