@@ -260,6 +260,13 @@ PROCESS_HEARTBEAT_EVERY = float(os.environ.get("PROCESS_HEARTBEAT_EVERY", "0.5")
 PROCESS_DEAD_AFTER = float(os.environ.get("PROCESS_DEAD_AFTER", "2"))
 # How often the recovery loop (sessions_app.recovery) looks for sends nobody holds.
 RECOVERY_EVERY = float(os.environ.get("RECOVERY_EVERY", "1"))
+# Engine runs (subprocesses) nobody used for this many seconds are closed; the thread keeps
+# its engine conversation id, so the next message resumes it (sessions_app.runtime.idle_runs).
+# 0 switches it off.
+ENGINE_IDLE_TIMEOUT = float(os.environ.get("ENGINE_IDLE_TIMEOUT", "600"))
+# Chat sessions (each with its engine run) a box keeps; the least recently used idle one is
+# closed past it (sessions_app.runtime.pool).
+ENGINE_SESSIONS_PER_BOX = int(os.environ.get("ENGINE_SESSIONS_PER_BOX", "32"))
 # SIGTERM: seconds a stopping process gives running turns to finish before it ends them
 # with an error step (sessions_app.shutdown).
 SHUTDOWN_GRACE = float(os.environ.get("SHUTDOWN_GRACE", "10"))

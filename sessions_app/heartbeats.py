@@ -63,6 +63,10 @@ class Heartbeats:
         with self._lock:
             return len(self._beats)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._beats.clear()
+
     async def _sweep_forever(self) -> None:
         loop = asyncio.get_running_loop()
         while True:

@@ -16,17 +16,20 @@ between runs of in-process code; a server never needs to).
 | ``audiences`` | the web sessions watching each thread's ChatSession | watched threads (empty ones dropped) |
 | ``known_owners`` | box owners learned recently | boxes served (entries expire when read) |
 | ``integration_turns`` | integration turns in flight and per-box locks | turns in flight (idle locks dropped) |
-| ``recovery_loop``, ``expiry_sweeper`` | the two periodic tasks | one task each |
+| ``heartbeats`` | the sockets to ping and when | open sockets |
+| ``recovery_loop``, ``expiry_sweeper``, ``idle_run_closer`` | the periodic tasks | one task each |
 | ``graceful_shutdown`` | the SIGTERM drain | one task |
 """
 
 from sessions_app.emitter import local_sockets
+from sessions_app.heartbeats import heartbeats
 from sessions_app.lifecycle import expiry_sweeper
 from sessions_app.live import live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.processes import heartbeat
 from sessions_app.recovery import recovery_loop
 from sessions_app.runtime.chats import audiences
+from sessions_app.runtime.idle_runs import idle_run_closer
 from sessions_app.runtime.integration_turns import integration_turns
 from sessions_app.runtime.owner_handlers import OWNER_HANDLERS
 from sessions_app.runtime.ownership import known_owners
@@ -48,6 +51,8 @@ class ProcessState:
         self.integration_turns = integration_turns
         self.recovery_loop = recovery_loop
         self.expiry_sweeper = expiry_sweeper
+        self.idle_run_closer = idle_run_closer
+        self.heartbeats = heartbeats
         self.graceful_shutdown = graceful_shutdown
 
     def install(self) -> None:
@@ -56,12 +61,14 @@ class ProcessState:
         for kind, handler in OWNER_HANDLERS.items():
             self.mailbox.register(kind, handler)
         self.mailbox.on_start(self.recovery_loop.start)
+        self.mailbox.on_start(self.idle_run_closer.start)
         self.mailbox.on_start(lambda _address: self.expiry_sweeper.ensure_running())
 
     def reset(self) -> None:
         """Forget everything held in memory (tests); the wiring stays."""
         self.recovery_loop.stop()
         self.expiry_sweeper.stop()
+        self.idle_run_closer.stop()
         self.heartbeat.stop()
         self.mailbox.reset()
         for registry in (
@@ -72,6 +79,7 @@ class ProcessState:
             self.audiences,
             self.known_owners,
             self.integration_turns,
+            self.heartbeats,
         ):
             registry.clear()
 

@@ -49,6 +49,8 @@ settings.PASSWORD_HASHERS = [FAST_HASHER]
 # The test runner's own process takes no orphaned work (the servers it starts do): in-process
 # tests must not race the live servers for boxes and sends.
 settings.RECOVERY_EVERY = 0
+# Nor does it close idle engine runs on a timer (tests call BoxPool.close_idle themselves).
+settings.ENGINE_IDLE_TIMEOUT = 0
 
 
 @pytest.fixture(scope="session", autouse=True)

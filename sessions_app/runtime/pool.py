@@ -3,9 +3,11 @@
 It creates, finds, parks and evicts the box's sessions:
 
 - interactive ``ChatSession``s, one per thread, least recently used evicted past
-  ``MAX_CHAT_SESSIONS`` (eviction calls ``stop()``);
+  ``ENGINE_SESSIONS_PER_BOX`` (eviction calls ``stop()``);
 - integration ``ChatThreadSession``s, of which one is active: a message for another thread
-  parks the active one (after its in-flight turn) before the new one runs.
+  parks the active one (after its in-flight turn) before the new one runs;
+- sessions idle for ``ENGINE_IDLE_TIMEOUT`` are closed (``close_idle``, from
+  ``runtime.idle_runs``), their engine conversation ids kept for the next run.
 
 A box edited in the admin takes effect on its next turn: callers pass the box's engine and
 options as they read them per turn, and ``BoxPools.for_box`` reconfigures a pool built with
@@ -17,10 +19,13 @@ forgotten, since one engine cannot resume another's conversation.
 import asyncio
 import copy
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from django.conf import settings
 
 from sessions_app.database import database_sync_to_async
 from sessions_app.runtime import transcript
@@ -29,8 +34,6 @@ from sessions_app.runtime.engines import Engine, get_engine
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.thread_session import ChatThreadSession, TurnResponse
 from threads_app.services import forget_engine_sessions
-
-MAX_CHAT_SESSIONS = 32
 
 EngineFactory = Callable[[], Engine]
 # A box's engine name and options, as the pool was built with them.
@@ -53,6 +56,8 @@ class BoxPool:
         # it was built with (chat and integration sessions of one thread separately).
         self.generation = 0
         self._built: dict[tuple[str, uuid.UUID], tuple[int, str | None]] = {}
+        # When each session was last asked for or seen busy (monotonic), for ``close_idle``.
+        self._used: dict[tuple[str, uuid.UUID], float] = {}
 
     # --- the box's engine ---------------------------------------------------------------------
 
@@ -93,6 +98,7 @@ class BoxPool:
             if session is None:
                 session = await self._new_chat_session(thread_id, emit=emit, author=author)
             self.chat_sessions.move_to_end(thread_id)
+            self._used["chat", thread_id] = time.monotonic()
             return session
 
     async def _new_chat_session(self, thread_id: uuid.UUID, *, emit: Emit, author: str) -> ChatSession:
@@ -113,16 +119,16 @@ class BoxPool:
         return session
 
     async def _evict_beyond_limit(self) -> None:
-        while len(self.chat_sessions) > MAX_CHAT_SESSIONS:
+        while len(self.chat_sessions) > settings.ENGINE_SESSIONS_PER_BOX:
             idle = next((t for t, s in self.chat_sessions.items() if not s.is_busy() and not s.queue), None)
             if idle is None:
                 return
-            self._built.pop(("chat", idle), None)
+            self._forget("chat", idle)
             await self.chat_sessions.pop(idle).stop()
 
     async def evict(self, thread_id: uuid.UUID) -> None:
         session = self.chat_sessions.pop(thread_id, None)
-        self._built.pop(("chat", thread_id), None)
+        self._forget("chat", thread_id)
         if session is not None:
             await session.stop()
 
@@ -148,6 +154,7 @@ class BoxPool:
                 self.thread_sessions[thread_id] = session
                 self._built["thread", thread_id] = (self.generation, self._engine_name())
             self.active_thread = thread_id
+            self._used["thread", thread_id] = time.monotonic()
             return session
 
     async def send_to_thread(
@@ -155,6 +162,41 @@ class BoxPool:
     ) -> TurnResponse:
         session = await self.activate(thread_id, author=author)
         return await session.send(turn)
+
+    # --- idle runs ------------------------------------------------------------------------------
+
+    async def close_idle(self, idle_for: float) -> int:
+        """Close the sessions (and so their engine runs) nobody has used for ``idle_for``
+        seconds: nothing in flight, queued or being handed over. Their threads keep their
+        engine conversation ids, so the next message resumes the conversation in a new run.
+        Returns how many were closed."""
+        now = time.monotonic()
+        closed = 0
+        async with self._creating:
+            for thread_id, session in list(self.chat_sessions.items()):
+                if not session.is_idle():
+                    self._used["chat", thread_id] = now  # busy now: idle from its last turn on
+                elif now - self._used.setdefault(("chat", thread_id), now) >= idle_for:
+                    del self.chat_sessions[thread_id]
+                    self._forget("chat", thread_id)
+                    await session.stop()
+                    closed += 1
+        async with self._activation:
+            for thread_id, thread_session in list(self.thread_sessions.items()):
+                if thread_session.is_busy():
+                    self._used["thread", thread_id] = now
+                elif now - self._used.setdefault(("thread", thread_id), now) >= idle_for:
+                    del self.thread_sessions[thread_id]
+                    self._forget("thread", thread_id)
+                    if self.active_thread == thread_id:
+                        self.active_thread = None
+                    await thread_session.stop()
+                    closed += 1
+        return closed
+
+    def _forget(self, kind: str, thread_id: uuid.UUID) -> None:
+        self._built.pop((kind, thread_id), None)
+        self._used.pop((kind, thread_id), None)
 
     def runs_open(self) -> int:
         return sum(s.runs_open for s in self.thread_sessions.values()) + sum(

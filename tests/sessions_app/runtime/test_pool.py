@@ -9,6 +9,7 @@ from sessions_app.runtime.phases import Phase
 from sessions_app.runtime.pool import BoxPool, BoxPools
 from sessions_app.runtime.thread_session import SessionBusy
 from tests.sessions_app.runtime.conftest import accept, transcript
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -117,3 +118,30 @@ async def wait_for(condition, timeout: float = 10.0) -> None:
     while not condition():
         assert loop.time() < deadline, "condition never held"
         await asyncio.sleep(0.02)
+
+
+async def test_idle_sessions_are_closed_and_their_conversations_resume(make_thread, echo, sink):
+    """ENGINE_IDLE_TIMEOUT: a session nobody used for that long loses its engine run, not its
+    conversation; a busy one is kept, and counts as used while it is busy."""
+    idle, busy = await make_thread("idle"), await make_thread("busy")
+    pool = BoxPool(idle.box_id, lambda: echo)
+    session = await pool.chat_session(idle.id, emit=sink)
+    await session.submit(UserTurn("one", accepted_ids=[await accept(idle, "one")]))
+    await wait_until(lambda: len(sink.named("task_end")) == 1)
+    conversation = session.engine_session_id
+    assert conversation is not None and pool.runs_open() == 1
+    assert await pool.close_idle(idle_for=60) == 0  # not idle long enough
+
+    worker = await pool.chat_session(busy.id, emit=sink)
+    worker.submit_soon(UserTurn("!slow 0.05\na b c d", accepted_ids=[await accept(busy, "slow")]))
+    await asyncio.sleep(0.05)
+    assert await pool.close_idle(idle_for=0) == 1  # the idle one; the busy one is kept
+    assert list(pool.chat_sessions) == [busy.id]
+    assert session.run is None
+
+    again = await pool.chat_session(idle.id, emit=sink)
+    assert again is not session and again.engine_session_id == conversation
+    await again.submit(UserTurn("two", accepted_ids=[await accept(idle, "two")]))
+    await wait_until(lambda: len(sink.named("task_end")) == 3)  # the slow one's, then this one's
+    assert [s.output for s in await transcript(idle)][-1] == "Echo #2: two"  # the same conversation
+    await pool.close()
