@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.utils.crypto import salted_hmac
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -34,9 +35,15 @@ from threads_app.throttling import SendRateThrottle
 
 T = TypeVar("T")
 MAX_MESSAGE_CHARS = settings.MAX_MESSAGE_CHARS
-# A send without a threadId opens a thread whose id is derived from the message id, so a
-# repeat of that send (also a concurrent one) lands in the same thread.
-NEW_THREAD_NAMESPACE = uuid.UUID("1b0d7a0c-58c4-4c43-9a0b-0f5c8f8e2d51")
+
+
+def new_thread_id(user: User, message_id: uuid.UUID) -> uuid.UUID:
+    """The thread a send without a threadId opens: derived from the message id, so a repeat of
+    that send (also a concurrent one) lands in the same thread, and keyed by the server's secret
+    and the user, so nobody else can compute it and create that thread first (a squatter would
+    turn the send into a 409)."""
+    digest = salted_hmac("tether.new-thread", f"{user.pk}:{message_id}", algorithm="sha256").digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
 
 
 class SendRequestSerializer(serializers.Serializer[Any]):
@@ -97,7 +104,7 @@ class SendView(APIView):
             try:
                 thread, _ = ensure_thread(
                     cast(User, request.user),
-                    uuid.uuid5(NEW_THREAD_NAMESPACE, str(message_id)),
+                    new_thread_id(cast(User, request.user), message_id),
                     name=data["message"],
                 )
             except ThreadNotOwned:
