@@ -24,7 +24,7 @@ from sessions_app.mailbox import MailboxError
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
-from sessions_app.runtime.pool import pools
+from sessions_app.runtime.pool import BoxAtCapacity, pools
 from sessions_app.runtime.routing import at_owner, box_of
 from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
@@ -118,7 +118,13 @@ async def submit_here(request: dict[str, Any]) -> bool:
     # admin take effect on this turn (the pool replaces an idle session built with the old).
     box = await box_of(thread_id)
     assert box is not None
-    session = await _chat_session(box, thread_id, request["author"])
+    try:
+        session = await _chat_session(box, thread_id, request["author"])
+    except BoxAtCapacity:
+        # Every engine run of the box is busy: the send stays pending, and the recovery loop
+        # hands it over once one is idle (it is answered, later).
+        logger.info("box %s has no idle engine run; send %s waits for one", box.id, request["message"])
+        return True
     turn = UserTurn(
         text=request["text"],
         images=list(request.get("images") or []),
@@ -155,7 +161,10 @@ async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -
     session = pools.find_chat_session(thread_id)
     if session is None:
         box = await database_sync_to_async(Box.objects.get)(pk=box_id)
-        await _chat_session(box, thread_id, author)  # a new session recovers on creation
+        try:
+            await _chat_session(box, thread_id, author)  # a new session recovers on creation
+        except BoxAtCapacity:
+            return  # still pending: a later pass tries again
     else:
         session.recover(await transcript.pending_turns(thread_id))
 

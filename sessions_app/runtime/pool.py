@@ -2,8 +2,9 @@
 
 It creates, finds, parks and evicts the box's sessions:
 
-- interactive ``ChatSession``s, one per thread, least recently used evicted past
-  ``ENGINE_SESSIONS_PER_BOX`` (eviction calls ``stop()``);
+- interactive ``ChatSession``s, one per thread, at most ``ENGINE_SESSIONS_PER_BOX``: the least
+  recently used idle one is closed to make room (``stop()``), and with none idle a new
+  thread's session waits (``BoxAtCapacity``);
 - integration ``ChatThreadSession``s, of which one is active: a message for another thread
   parks the active one (after its in-flight turn) before the new one runs;
 - sessions idle for ``ENGINE_IDLE_TIMEOUT`` are closed (``close_idle``, from
@@ -34,6 +35,12 @@ from sessions_app.runtime.engines import Engine, get_engine
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.thread_session import ChatThreadSession, TurnResponse
 from threads_app.services import forget_engine_sessions
+
+
+class BoxAtCapacity(Exception):
+    """The box holds ``ENGINE_SESSIONS_PER_BOX`` sessions and none is idle: a new thread's
+    session waits (its sends stay pending; the recovery loop hands them over once one frees)."""
+
 
 EngineFactory = Callable[[], Engine]
 # A box's engine name and options, as the pool was built with them.
@@ -96,6 +103,7 @@ class BoxPool:
                 await self._replaced("chat", thread_id, session)
                 session = None
             if session is None:
+                await self._make_room()
                 session = await self._new_chat_session(thread_id, emit=emit, author=author)
             self.chat_sessions.move_to_end(thread_id)
             self._used["chat", thread_id] = time.monotonic()
@@ -115,16 +123,18 @@ class BoxPool:
         # accepted but never transcribed (a crash, a restart, a dead owner) go first.
         await session.close_orphaned_turns()
         session.recover(await transcript.pending_turns(thread_id))
-        await self._evict_beyond_limit()
         return session
 
-    async def _evict_beyond_limit(self) -> None:
-        while len(self.chat_sessions) > settings.ENGINE_SESSIONS_PER_BOX:
-            idle = next((t for t, s in self.chat_sessions.items() if not s.is_busy() and not s.queue), None)
-            if idle is None:
-                return
-            self._forget("chat", idle)
-            await self.chat_sessions.pop(idle).stop()
+    async def _make_room(self) -> None:
+        """Room for one more session: the least recently used idle one is closed when the box
+        is at ``ENGINE_SESSIONS_PER_BOX``; raises ``BoxAtCapacity`` when none is idle."""
+        if len(self.chat_sessions) < settings.ENGINE_SESSIONS_PER_BOX:
+            return
+        idle = next((t for t, s in self.chat_sessions.items() if s.is_idle()), None)
+        if idle is None:
+            raise BoxAtCapacity(str(self.box_id))
+        self._forget("chat", idle)
+        await self.chat_sessions.pop(idle).stop()
 
     async def evict(self, thread_id: uuid.UUID) -> None:
         session = self.chat_sessions.pop(thread_id, None)

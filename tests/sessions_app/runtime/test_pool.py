@@ -6,7 +6,7 @@ import pytest
 
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.phases import Phase
-from sessions_app.runtime.pool import BoxPool, BoxPools
+from sessions_app.runtime.pool import BoxAtCapacity, BoxPool, BoxPools
 from sessions_app.runtime.thread_session import SessionBusy
 from tests.sessions_app.runtime.conftest import accept, transcript
 from tests.support.waiting import wait_until
@@ -144,4 +144,28 @@ async def test_idle_sessions_are_closed_and_their_conversations_resume(make_thre
     await again.submit(UserTurn("two", accepted_ids=[await accept(idle, "two")]))
     await wait_until(lambda: len(sink.named("task_end")) == 3)  # the slow one's, then this one's
     assert [s.output for s in await transcript(idle)][-1] == "Echo #2: two"  # the same conversation
+    await pool.close()
+
+
+async def test_a_box_at_capacity_closes_an_idle_run_for_a_new_thread_or_makes_it_wait(
+    make_thread, echo, sink, settings
+):
+    """ENGINE_SESSIONS_PER_BOX bounds a box's engine runs: a new thread's session replaces
+    the least recently used idle one, and while every run is busy it is refused (its sends
+    stay pending until one is idle)."""
+    settings.ENGINE_SESSIONS_PER_BOX = 2
+    first, second, third = [await make_thread(name) for name in ("first", "second", "third")]
+    pool = BoxPool(first.box_id, lambda: echo)
+    for thread in (first, second):
+        session = await pool.chat_session(thread.id, emit=sink)
+        session.submit_soon(UserTurn("!slow 0.1\na b c", accepted_ids=[await accept(thread, "slow")]))
+    await wait_until(lambda: pool.runs_open() == 2)
+    with pytest.raises(BoxAtCapacity):
+        await pool.chat_session(third.id, emit=sink)
+    assert pool.runs_open() == 2
+
+    await wait_until(lambda: len(sink.named("task_end")) == 2)
+    await pool.chat_session(third.id, emit=sink)
+    assert list(pool.chat_sessions) == [second.id, third.id]  # the first, least recently used, made room
+    assert pool.runs_open() == 1  # second's run; third's starts with its first turn
     await pool.close()
