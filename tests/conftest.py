@@ -53,6 +53,15 @@ settings.RECOVERY_EVERY = 0
 settings.ENGINE_IDLE_TIMEOUT = 0
 
 
+@pytest.fixture(autouse=True)
+def _fresh_send_budgets():
+    """Each test starts with full in-memory send buckets (they are keyed by user pk, which
+    SQLite hands out again after a test's rows are deleted)."""
+    from threads_app.token_bucket import sends
+
+    sends.clear_memory()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stop_process_heartbeat(django_db_setup):
     """In-process tests that use the mailbox register this process's liveness row; its

@@ -78,6 +78,10 @@ class _MemoryBuckets:
             self._buckets[key] = (tokens, now)
             return (1 - tokens) / rate.per_second
 
+    def clear(self) -> None:
+        with self._lock:
+            self._buckets.clear()
+
 
 class _RedisBuckets:
     """Both redis-py clients: the asyncio one is bound to its event loop, so one per loop."""
@@ -142,6 +146,10 @@ class TokenBucket:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
         return wait / 1000 if wait else None
+
+    def clear_memory(self) -> None:
+        """Forget the in-memory buckets (tests: SQLite hands a deleted user's pk out again)."""
+        self._memory.clear()
 
     async def atake(self, key: str, rate: Rate) -> float | None:
         """``take`` from the event loop."""
