@@ -28,8 +28,9 @@ from media_app.parsers import PhotoJSONParser
 from media_app.serializers import ImagesField
 from sessions_app.runtime import chats, integration_turns
 from sessions_app.server_loop import run_on_server_loop
+from threads_app.models import Thread
 from threads_app.parsers import BoundedJSONParser
-from threads_app.selectors import get_owned_thread
+from threads_app.selectors import get_owned_thread, thread_owner_id
 from threads_app.services import MessageConflict, ThreadNotOwned, ensure_thread
 from threads_app.throttling import SendRateThrottle
 
@@ -37,13 +38,33 @@ T = TypeVar("T")
 MAX_MESSAGE_CHARS = settings.MAX_MESSAGE_CHARS
 
 
+def _keyed_id(purpose: str, user: User, value: uuid.UUID) -> uuid.UUID:
+    """A UUID derived from ``value`` for ``user``, keyed by the server's secret: the same every
+    time, and nobody else can compute it (so nobody can create that row first)."""
+    digest = salted_hmac(purpose, f"{user.pk}:{value}", algorithm="sha256").digest()
+    return uuid.UUID(bytes=digest[:16], version=4)
+
+
 def new_thread_id(user: User, message_id: uuid.UUID) -> uuid.UUID:
     """The thread a send without a threadId opens: derived from the message id, so a repeat of
-    that send (also a concurrent one) lands in the same thread, and keyed by the server's secret
-    and the user, so nobody else can compute it and create that thread first (a squatter would
-    turn the send into a 409)."""
-    digest = salted_hmac("tether.new-thread", f"{user.pk}:{message_id}", algorithm="sha256").digest()
-    return uuid.UUID(bytes=digest[:16], version=4)
+    that send (also a concurrent one) lands in the same thread; keyed, so a squatter cannot
+    create it first and turn the send into a 409."""
+    return _keyed_id("tether.new-thread", user, message_id)
+
+
+def integration_thread(user: User, chosen: uuid.UUID, *, name: str) -> Thread:
+    """The caller's thread for an id its integration chose: the thread of that id when it is
+    the caller's or free, else (another user has a thread of that id) the caller's own thread
+    keyed by it, so that nobody can block an integration's ids by creating them first. The
+    caller's own deleted thread is ``ThreadNotOwned``."""
+    try:
+        thread, _ = ensure_thread(user, chosen, name=name)
+        return thread
+    except ThreadNotOwned:
+        if thread_owner_id(chosen) == user.pk:
+            raise  # the caller's own thread, deleted
+    thread, _ = ensure_thread(user, _keyed_id("tether.integration-thread", user, chosen), name=name)
+    return thread
 
 
 class SendRequestSerializer(serializers.Serializer[Any]):
@@ -182,7 +203,11 @@ class IntegrationMessageView(APIView):
                 "thread_id",
                 OpenApiTypes.UUID,
                 OpenApiParameter.PATH,
-                description="Chosen by the integration; an unknown id opens a thread for the caller.",
+                description=(
+                    "Chosen by the integration; an unknown id opens a thread for the caller. An id "
+                    "another user's thread has opens the caller's own thread for it (the answer's "
+                    "threadId names it)."
+                ),
             )
         ],
         request=IntegrationMessageSerializer,
@@ -191,7 +216,7 @@ class IntegrationMessageView(APIView):
             400: OpenApiResponse(IntegrationBadRequestSerializer, description="An invalid body."),
             401: _error("No valid credentials (a token or a session)."),
             403: _error("A session-authenticated request without a valid CSRF token."),
-            404: _error("The thread is another user's, deleted, or the id is not a UUID."),
+            404: _error("The caller's thread of that id was deleted, or the id is not a UUID."),
             409: _error("The thread is busy (see Retry-After), or the messageId was used for other content."),
             415: _error("A body that is not JSON."),
             429: _error("Too many sends (see Retry-After)."),
@@ -204,7 +229,7 @@ class IntegrationMessageView(APIView):
         message_id: uuid.UUID = body.validated_data["messageId"]
         text: str = body.validated_data["message"]
         try:
-            thread, _ = ensure_thread(cast(User, request.user), thread_id, name=text)
+            thread = integration_thread(cast(User, request.user), thread_id, name=text)
         except ThreadNotOwned:
             raise NotFound("No such thread.") from None
         outcome = run_on_server_loop(

@@ -310,12 +310,23 @@ async def test_refusals(engine_server, make_user):
     first = message("mine")
     assert (await post(engine_server, thread_id, first, token=token))[0] == 202
 
-    # Another user's thread, a deleted one, a path that is not a UUID: 404, nothing recorded.
+    # Another user's id: that user's thread is not touched, nor blocked: the caller gets a
+    # thread of its own for the id (the same one each time).
     intruder = message("let me in")
-    assert (await post(engine_server, thread_id, intruder, token=other_token))[:2] == (
-        404,
-        {"detail": "No such thread."},
-    )
+    status, answer, _ = await post(engine_server, thread_id, intruder, token=other_token)
+    assert status == 202 and answer["threadId"] != thread_id
+    for _ in range(100):  # 409 while its first turn runs
+        status, again, _ = await post(engine_server, thread_id, message("me again"), token=other_token)
+        if status != 409:
+            break
+        await asyncio.sleep(0.1)
+    assert status == 202 and again["threadId"] == answer["threadId"]
+    answer_of_other = answer["threadId"]
+    own = await Thread.objects.aget(pk=answer["threadId"])
+    assert own.owner_id == other.pk
+    assert not await AcceptedMessage.objects.filter(thread_id=thread_id, author=other).aexists()
+
+    # The caller's own deleted thread, a path that is not a UUID: 404, nothing recorded.
     deleted = str(uuid.uuid4())
     assert (await post(engine_server, deleted, message("soon gone"), token=token))[0] == 202
     await Thread.objects.filter(pk=deleted).aupdate(deleted_at=timezone.now())
@@ -342,7 +353,9 @@ async def test_refusals(engine_server, make_user):
 
     # No credentials.
     assert (await post(engine_server, thread_id, message("anonymous")))[0] == 401
-    assert await accepted(author=other) == []
+    assert {str(m.thread_id) for m in await accepted(author=other)} == {
+        answer_of_other
+    }  # its own thread only
     assert {str(m.pk) for m in await accepted(thread_id=thread_id)} == {first["messageId"]}
     await wait_until_async(lambda: _answered(thread_id, 1))
 
