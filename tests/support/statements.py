@@ -25,6 +25,10 @@ class Statements:
         with self._lock:
             self.sql.append(sql)
 
+    def excluding(self, *needles: str) -> list[str]:
+        """The statements that mention none of ``needles`` (another thread's periodic work, say)."""
+        return [s for s in self.sql if not any(n in s for n in needles)]
+
     def matching(self, *needles: str) -> list[str]:
         """The statements that mention any of ``needles`` (table names, say)."""
         return [s for s in self.sql if any(n in s for n in needles)]
