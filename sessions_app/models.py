@@ -73,6 +73,9 @@ class ServerProcess(models.Model):
     heartbeat_at = models.DateTimeField()
     # Set by a graceful shutdown: the process takes no new work while it finishes what it has.
     draining = models.BooleanField(default=False)
+    # Which channel layer it is reachable on (a fingerprint of its configuration): only a
+    # process on the same one can reach what it held, so only such a process takes it over.
+    layer = models.CharField(max_length=64, blank=True, default="")
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"

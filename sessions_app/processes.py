@@ -9,6 +9,9 @@ makes a live process look dead. A process whose heartbeat is older than
 after releasing its claims.
 """
 
+import functools
+import hashlib
+import json
 import logging
 import os
 import socket
@@ -49,6 +52,20 @@ def claimable(field: str, me: str, *, reentrant: bool) -> Q:
     conditional UPDATE, so exactly one contender wins."""
     free = Q(**{field: ""}) | ~held_by_live_process(field)
     return free | Q(**{field: me}) if reentrant else free
+
+
+@functools.cache
+def layer_fingerprint() -> str:
+    """This process's channel layer, as a short digest of its configuration (hosts included):
+    processes with the same one can reach each other's mailboxes."""
+    config = json.dumps(settings.CHANNEL_LAYERS.get("default", {}), sort_keys=True, default=str)
+    return hashlib.sha256(config.encode()).hexdigest()[:32]
+
+
+def unreachable_addresses() -> QuerySet[ServerProcess, Mapping[str, object]]:
+    """Addresses of processes on another channel layer (another deployment sharing this
+    database, or a test's private Redis): their work is not this process's to take over."""
+    return ServerProcess.objects.exclude(layer=layer_fingerprint()).values("address")
 
 
 def is_alive(address: str) -> bool:
@@ -94,6 +111,7 @@ class ProcessHeartbeat:
                     "app": settings.CHAT_APP,
                     "heartbeat_at": now,
                     "draining": False,
+                    "layer": layer_fingerprint(),
                 },
             )
 

@@ -29,7 +29,7 @@ from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
 from sessions_app.mailbox import mailbox
-from sessions_app.processes import live_addresses
+from sessions_app.processes import live_addresses, unreachable_addresses
 from sessions_app.runtime import chats
 from sessions_app.runtime.ownership import owner_of
 from threads_app import selectors
@@ -43,9 +43,12 @@ HAND_OVER_GRACE = timedelta(seconds=1)
 def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
     """``(box, thread, author)`` of chat sends this process should look after: pending for a
     moment, or transcribed with no outcome, in boxes owned by this process or by a process
-    that is gone."""
+    that is gone (and was on this process's channel layer)."""
     return selectors.chat_threads_to_recover(
-        me, live_owners=live_addresses(), settled_before=timezone.now() - HAND_OVER_GRACE
+        me,
+        live_owners=live_addresses(),
+        unreachable_owners=unreachable_addresses(),
+        settled_before=timezone.now() - HAND_OVER_GRACE,
     )
 
 
