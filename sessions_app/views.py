@@ -109,6 +109,10 @@ class SendView(APIView):
             403: OpenApiResponse(DetailSerializer, description="Session without a CSRF token."),
             404: OpenApiResponse(DetailSerializer, description="No such thread for this user."),
             409: OpenApiResponse(DetailSerializer, description="The messageId was used for another message."),
+            413: OpenApiResponse(
+                DetailSerializer,
+                description="The body is over SEND_MAX_BODY_BYTES (refused before it is read).",
+            ),
             429: OpenApiResponse(DetailSerializer, description="Too many sends; see Retry-After."),
         },
     )
@@ -218,6 +222,7 @@ class IntegrationMessageView(APIView):
             403: _error("A session-authenticated request without a valid CSRF token."),
             404: _error("The caller's thread of that id was deleted, or the id is not a UUID."),
             409: _error("The thread is busy (see Retry-After), or the messageId was used for other content."),
+            413: _error("The body is over INTEGRATION_MAX_BODY_BYTES (refused before it is read)."),
             415: _error("A body that is not JSON."),
             429: _error("Too many sends (see Retry-After)."),
             503: _error("The box's runtime did not answer (see Retry-After)."),
