@@ -127,6 +127,20 @@ def bench_user(username: str) -> tuple[Any, str]:
     return user, token.key
 
 
+def prepare_bench(env: Mapping[str, str], username: str) -> tuple[bool, str]:
+    """The env's database created when missing and migrated, Django set up in this process,
+    and a fresh bench user (what an interrupted run left is dropped first): ``(database
+    created, the user's API token)``."""
+    created = prepare_database(env)
+    setup_django(env)
+    from django.db import connections
+
+    remove_users(username)
+    _user, token = bench_user(username)
+    connections.close_all()
+    return created, token
+
+
 def remove_users(*usernames: str) -> None:
     """Drop the bench users and, by cascade, their tokens, boxes, threads, sends and sessions."""
     from django.contrib.auth import get_user_model

@@ -468,13 +468,7 @@ def main() -> int:
             default_database_url=DEFAULT_DATABASE_URL,
             SEND_THROTTLE_RATE="1000000/min",
         )
-        created = common.prepare_database(env)
-        common.setup_django(env)
-        from django.db import connections
-
-        common.remove_users(BENCH_USER)  # what an interrupted run left
-        _user, token = common.bench_user(BENCH_USER)
-        connections.close_all()
+        created, token = common.prepare_bench(env, BENCH_USER)
 
         daphne_args = common.websocket_size_args(args.ws_max_message_size)
         profile_path = workdir / "tether.prof" if args.profile else None

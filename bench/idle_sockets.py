@@ -281,13 +281,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tether-idle-") as tmp:
         workdir = Path(tmp)
         env = common.bench_env(args.chat_app, workdir=workdir, default_database_url=DEFAULT_DATABASE_URL)
-        created = common.prepare_database(env)
-        common.setup_django(env)
-        from django.db import connections
-
-        common.remove_users(BENCH_USER)  # what an interrupted run left
-        _user, token = common.bench_user(BENCH_USER)
-        connections.close_all()
+        created, token = common.prepare_bench(env, BENCH_USER)
         daphne_args = common.websocket_size_args(args.ws_max_message_size)
 
         plan: list[tuple[str, str, str, str | None, bool]] = [
