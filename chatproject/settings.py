@@ -267,6 +267,8 @@ ENGINE_IDLE_TIMEOUT = float(os.environ.get("ENGINE_IDLE_TIMEOUT", "600"))
 # Chat sessions (each with its engine run) a box keeps; the least recently used idle one is
 # closed past it (sessions_app.runtime.pool).
 ENGINE_SESSIONS_PER_BOX = int(os.environ.get("ENGINE_SESSIONS_PER_BOX", "32"))
+# ... and the process keeps across all its boxes (a user may own several boxes).
+ENGINE_SESSIONS_PER_PROCESS = int(os.environ.get("ENGINE_SESSIONS_PER_PROCESS", "128"))
 # SIGTERM: seconds a stopping process gives running turns to finish before it ends them
 # with an error step (sessions_app.shutdown).
 SHUTDOWN_GRACE = float(os.environ.get("SHUTDOWN_GRACE", "10"))

@@ -2,9 +2,10 @@
 
 It creates, finds, parks and evicts the box's sessions:
 
-- interactive ``ChatSession``s, one per thread, at most ``ENGINE_SESSIONS_PER_BOX``: the least
-  recently used idle one is closed to make room (``stop()``), and with none idle a new
-  thread's session waits (``BoxAtCapacity``);
+- interactive ``ChatSession``s, one per thread, at most ``ENGINE_SESSIONS_PER_BOX`` per box and
+  ``ENGINE_SESSIONS_PER_PROCESS`` in the process: the least recently used idle one is closed
+  to make room (``stop()``), and with none idle a new thread's session waits
+  (``BoxAtCapacity``);
 - integration ``ChatThreadSession``s, of which one is active: a message for another thread
   parks the active one (after its in-flight turn) before the new one runs;
 - sessions idle for ``ENGINE_IDLE_TIMEOUT`` are closed (``close_idle``, from
@@ -49,9 +50,16 @@ EngineConfig = tuple[str, dict[str, Any]]
 
 class BoxPool:
     def __init__(
-        self, box_id: uuid.UUID, engine_factory: EngineFactory, *, config: EngineConfig | None = None
+        self,
+        box_id: uuid.UUID,
+        engine_factory: EngineFactory,
+        *,
+        config: EngineConfig | None = None,
+        process: "BoxPools | None" = None,
     ) -> None:
         self.box_id = box_id
+        # The process's pools, for its cap on engine runs across boxes (None: this box only).
+        self.process = process
         self.engine_factory = engine_factory
         self.config = config
         self.chat_sessions: OrderedDict[uuid.UUID, ChatSession] = OrderedDict()
@@ -126,15 +134,31 @@ class BoxPool:
         return session
 
     async def _make_room(self) -> None:
-        """Room for one more session: the least recently used idle one is closed when the box
-        is at ``ENGINE_SESSIONS_PER_BOX``; raises ``BoxAtCapacity`` when none is idle."""
-        if len(self.chat_sessions) < settings.ENGINE_SESSIONS_PER_BOX:
-            return
-        idle = next((t for t, s in self.chat_sessions.items() if s.is_idle()), None)
-        if idle is None:
-            raise BoxAtCapacity(str(self.box_id))
-        self._forget("chat", idle)
-        await self.chat_sessions.pop(idle).stop()
+        """Room for one more session: when the box is at ``ENGINE_SESSIONS_PER_BOX``, its least
+        recently used idle session is closed; when the process is at
+        ``ENGINE_SESSIONS_PER_PROCESS``, the least recently used idle one of any box. Raises
+        ``BoxAtCapacity`` when there is none to close."""
+        if len(self.chat_sessions) >= settings.ENGINE_SESSIONS_PER_BOX:
+            idle = next((t for t, s in self.chat_sessions.items() if s.is_idle()), None)
+            if idle is None:
+                raise BoxAtCapacity(str(self.box_id))
+            await self.evict(idle)
+        if (
+            self.process is not None
+            and self.process.chat_session_count() >= settings.ENGINE_SESSIONS_PER_PROCESS
+        ):
+            victim = self.process.least_recently_used_idle(besides=self)
+            if victim is None:
+                raise BoxAtCapacity(str(self.box_id))
+            pool, thread_id = victim
+            await pool.evict(thread_id)
+
+    def creating(self) -> bool:
+        return self._creating.locked()
+
+    def idle_since(self) -> list[tuple[float, uuid.UUID]]:
+        """``(last used, thread)`` of this box's idle chat sessions."""
+        return [(self._used.get(("chat", t), 0.0), t) for t, s in self.chat_sessions.items() if s.is_idle()]
 
     async def evict(self, thread_id: uuid.UUID) -> None:
         session = self.chat_sessions.pop(thread_id, None)
@@ -235,7 +259,7 @@ class BoxPools:
         with self._lock:
             pool = self._pools.get(box_id)
             if pool is None:
-                pool = self._pools[box_id] = BoxPool(box_id, _factory(config), config=config)
+                pool = self._pools[box_id] = BoxPool(box_id, _factory(config), config=config, process=self)
             elif pool.config != config:
                 pool.reconfigure(_factory(config), config)
             return pool
@@ -243,6 +267,24 @@ class BoxPools:
     def all(self) -> list[BoxPool]:
         with self._lock:
             return list(self._pools.values())
+
+    def chat_session_count(self) -> int:
+        return sum(len(pool.chat_sessions) for pool in self.all())
+
+    def least_recently_used_idle(self, *, besides: BoxPool) -> tuple[BoxPool, uuid.UUID] | None:
+        """The idle chat session used longest ago, of ``besides`` (whose creation lock the
+        caller holds) or of a box whose pool is not creating a session right now (closing one
+        it is handing out would leave two sessions for one thread)."""
+        idle = [
+            (used, thread_id, pool)
+            for pool in self.all()
+            if pool is besides or not pool.creating()
+            for used, thread_id in pool.idle_since()
+        ]
+        if not idle:
+            return None
+        _used, thread_id, pool = min(idle, key=lambda entry: entry[0])
+        return pool, thread_id
 
     def find_chat_session(self, thread_id: uuid.UUID) -> ChatSession | None:
         for pool in self.all():

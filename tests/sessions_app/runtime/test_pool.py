@@ -3,6 +3,7 @@
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.phases import Phase
@@ -10,6 +11,7 @@ from sessions_app.runtime.pool import BoxAtCapacity, BoxPool, BoxPools
 from sessions_app.runtime.thread_session import SessionBusy
 from tests.sessions_app.runtime.conftest import accept, transcript
 from tests.support.waiting import wait_until
+from threads_app.models import Box, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -169,3 +171,26 @@ async def test_a_box_at_capacity_closes_an_idle_run_for_a_new_thread_or_makes_it
     assert list(pool.chat_sessions) == [second.id, third.id]  # the first, least recently used, made room
     assert pool.runs_open() == 1  # second's run; third's starts with its first turn
     await pool.close()
+
+
+async def test_the_process_cap_closes_the_least_recently_used_idle_run_of_any_box(
+    make_thread, echo, sink, settings
+):
+    """ENGINE_SESSIONS_PER_PROCESS bounds the runs of all boxes together (a user may own
+    several): a new session closes the idle one used longest ago, whichever box it is in."""
+    settings.ENGINE_SESSIONS_PER_PROCESS = 2
+    pools = BoxPools()
+    old, recent, new = [await make_thread(name) for name in ("old", "recent", "new")]
+    other_box = await sync_to_async(Box.objects.create)(owner=make_thread.user, name="second box")
+    await sync_to_async(Thread.objects.filter(pk=recent.pk).update)(box=other_box)
+    first_pool = pools.for_box(old.box_id, "echo", {"state_dir": str(echo.state_dir)})
+    second_pool = pools.for_box(other_box.id, "echo", {"state_dir": str(echo.state_dir)})
+    await first_pool.chat_session(old.id, emit=sink)
+    await second_pool.chat_session(recent.id, emit=sink)
+
+    await first_pool.chat_session(new.id, emit=sink)
+    assert list(first_pool.chat_sessions) == [new.id]  # "old" made room, from the same box
+    assert list(second_pool.chat_sessions) == [recent.id]
+    assert pools.chat_session_count() == 2
+    for pool in pools.all():
+        await pool.close()
