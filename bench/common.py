@@ -6,6 +6,7 @@ with the flags ``make run`` uses, a database created and migrated when missing, 
 authenticated by a DRF token. What a script measures and prints stays in the script.
 """
 
+import argparse
 import contextlib
 import math
 import os
@@ -161,6 +162,17 @@ def free_port() -> int:
         return port
 
 
+def add_websocket_size_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ws-max-message-size``: what every bench passes daphne, as ``make run`` does."""
+    parser.add_argument(
+        "--ws-max-message-size",
+        type=int,
+        default=WS_MAX_MESSAGE_SIZE,
+        help="--websocket-max-message-size/--websocket-max-frame-size for daphne (bytes, 0 = no "
+        "limit; the default is what `make run` uses; daphne's own 1 MiB also caps what it sends)",
+    )
+
+
 def websocket_size_args(size: int | None) -> list[str]:
     """daphne's flags for the largest WebSocket message and frame (``None``: daphne's default)."""
     if size is None:
@@ -253,6 +265,12 @@ class Daphne:
         """The end of the server's output, to show when a run fails."""
         self._log.flush()
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def problems(self) -> list[str]:
+        """The distinct lines of the server's output that report errors or warnings."""
+        return sorted(
+            {line for needle in ("Error", "Traceback", "WARNING") for line in self.log_lines(needle)}
+        )
 
     def log_lines(self, needle: str) -> list[str]:
         """The server's output lines containing ``needle`` (errors it logged during the run)."""

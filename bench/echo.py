@@ -445,12 +445,7 @@ def parse_args() -> argparse.Namespace:
         help="seconds to wait after a phase for chat-user-message events still missing (not timed)",
     )
     parser.add_argument("--only", choices=SERVERS, help="measure one server only")
-    parser.add_argument(
-        "--ws-max-message-size",
-        type=int,
-        default=common.WS_MAX_MESSAGE_SIZE,
-        help="--websocket-max-message-size/--websocket-max-frame-size for both daphnes (as `make run`)",
-    )
+    common.add_websocket_size_argument(parser)
     parser.add_argument("--profile", action="store_true", help="run the Tether daphne under cProfile")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--keep-data", action="store_true", help="leave the bench user's threads behind")
@@ -498,14 +493,7 @@ def main() -> int:
             load_before = os.getloadavg()[0]
             phases = asyncio.run(run_bench(servers, args))
             load_after = os.getloadavg()[0]
-            server_errors = sorted(
-                {
-                    f"{s.name}: {line}"
-                    for s in servers
-                    for needle in ("Error", "Traceback", "WARNING")
-                    for line in s.daphne.log_lines(needle)
-                }
-            )
+            server_errors = [f"{s.name}: {line}" for s in servers for line in s.daphne.problems()]
         except BaseException:
             for server in servers:
                 print(f"--- {server.daphne.label} log:\n{server.daphne.log_tail()}", file=sys.stderr)

@@ -227,12 +227,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds a socket may take to open")
     parser.add_argument("--chat-app", default=CHAT_APP, help="CHAT_APP of the Tether daphne")
     parser.add_argument("--no-baseline", action="store_true", help="skip the bare-consumer daphne")
-    parser.add_argument(
-        "--ws-max-message-size",
-        type=int,
-        default=common.WS_MAX_MESSAGE_SIZE,
-        help="--websocket-max-message-size/--websocket-max-frame-size for daphne (as `make run`)",
-    )
+    common.add_websocket_size_argument(parser)
     parser.add_argument("--keep-data", action="store_true", help="leave the bench user's sessions behind")
     parser.add_argument(
         "--tracemalloc",
@@ -319,13 +314,7 @@ def main() -> int:
                     results.append(asyncio.run(measure(name, server, server_token, handshake, args, probe)))
                     if args.tracemalloc:
                         print_growth(probe, args.sockets, args.tracemalloc)
-                    server_errors += sorted(
-                        {
-                            f"{name}: {line}"
-                            for needle in ("Error", "Traceback", "WARNING")
-                            for line in server.log_lines(needle)
-                        }
-                    )
+                    server_errors += [f"{name}: {line}" for line in server.problems()]
                 except BaseException:
                     print(f"--- {server.label} log:\n{server.log_tail()}", file=sys.stderr)
                     raise

@@ -522,14 +522,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--pause", type=float, default=0.02, help="seconds between runs (server finishes disconnects)"
     )
-    parser.add_argument(
-        "--ws-max-message-size",
-        type=int,
-        default=common.WS_MAX_MESSAGE_SIZE,
-        help="pass --websocket-max-message-size/--websocket-max-frame-size to daphne "
-        "(bytes, 0 = no limit; the default is what `make run` uses; daphne's own 1 MiB default "
-        "also caps what the server can send, so a 5000-step resume_thread cannot go out)",
-    )
+    common.add_websocket_size_argument(parser)
     parser.add_argument("--keep-data", action="store_true", help="leave the bench user's threads behind")
     return parser.parse_args()
 

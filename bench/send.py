@@ -747,12 +747,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=20, help="concurrent clients / sockets")
     parser.add_argument("--warmup", type=int, default=3, help="untimed calls per client before each phase")
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to wait for the engines")
-    parser.add_argument(
-        "--ws-max-message-size",
-        type=int,
-        default=common.WS_MAX_MESSAGE_SIZE,
-        help="--websocket-max-message-size/--websocket-max-frame-size for daphne (as `make run`)",
-    )
+    common.add_websocket_size_argument(parser)
     parser.add_argument(
         "--only",
         type=lambda text: {part.strip() for part in text.split(",") if part.strip()},

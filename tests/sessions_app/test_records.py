@@ -17,16 +17,6 @@ from threads_app.services import ensure_thread
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def user(django_user_model):
-    return django_user_model.objects.create_user(username="session-owner", password="pw-for-tests-1")
-
-
-@pytest.fixture
-def other_user(django_user_model):
-    return django_user_model.objects.create_user(username="session-thief", password="pw-for-tests-1")
-
-
 def fields(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "thread_id": uuid.uuid4(),
