@@ -59,10 +59,6 @@ class Heartbeats:
                 beat.pong_by = None
                 beat.ping_at = asyncio.get_running_loop().time() + settings.SOCKETIO_PING_INTERVAL
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._beats)
-
     def clear(self) -> None:
         with self._lock:
             self._beats.clear()

@@ -188,16 +188,14 @@ class LiveSession:
         """A send arriving now would wait behind a turn (what its ack says as ``queued``)."""
         return self.current_task is not None or bool(self._waiting)
 
-    def answer_send(self, accepted_id: uuid.UUID, text: str) -> bool:
-        """Queue ``on_message`` for an accepted send; True when it waits behind a turn. Its
-        user step is transcribed when its turn begins, so the transcript reads in turn order."""
-        queued = self.will_queue()
+    def answer_send(self, accepted_id: uuid.UUID, text: str) -> None:
+        """Queue ``on_message`` for an accepted send (``will_queue`` said whether it waits).
+        Its user step is transcribed when its turn begins, so the transcript reads in turn order."""
         self._waiting[accepted_id] = self.run_hook(
             self._answer,
             send=accepted_id,
             prelude=functools.partial(self._transcribe_send, accepted_id, text),
         )
-        return queued
 
     def _transcribe_send(self, accepted_id: uuid.UUID, text: str) -> dict[str, Any]:
         """The send's user step, written as its turn is claimed (one trip to the database)."""
