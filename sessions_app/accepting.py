@@ -2,7 +2,7 @@
 for engine-runtime apps, the chat socket for hooks-API apps, integration messages).
 
 A send is accepted when its ``AcceptedMessage`` row is committed: the client's message id is
-the idempotency key, so a resend (a lost ack, a retried request) finds the first record and
+the idempotency key (within the thread: the row's key scopes it, ``AcceptedMessage.key``), so a resend (a lost ack, a retried request) finds the first record and
 makes no second one; the same id with other content is a ``MessageConflict``. ``retry`` ("send
 again") revives a send that failed before it was transcribed. A fresh acceptance is announced
 on the thread's bus (``chat-user-message``) before the caller answers the client; what happens
@@ -58,7 +58,7 @@ async def accept_send(
         holder=holder,
         queued=queued,
     )
-    revived = not created and retry and await database_sync_to_async(revive_failed)(message_id, holder=holder)
+    revived = not created and retry and await database_sync_to_async(revive_failed)(record.pk, holder=holder)
     if revived:
         record.state, record.failure, record.queued = AcceptedMessage.State.PENDING, "", None
     if created or revived:

@@ -49,12 +49,13 @@ async def accept_and_answer(
         retry=retry,
         queued=queued,
     )
+    record = acceptance.record
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
     if not acceptance.fresh:  # a repeat (a resend after a lost ack): the same answer
-        return {**answer, "queued": bool(acceptance.record.queued)}
-    live.answer_send(message_id, text)
+        return {**answer, "queued": bool(record.queued)}
+    live.answer_send(record)
     if acceptance.revived:  # the revived row's ``queued`` was cleared
-        await database_sync_to_async(record_queued)(message_id, queued)
+        await database_sync_to_async(record_queued)(record.pk, queued)
     return {**answer, "queued": queued}
 
 
@@ -63,13 +64,13 @@ async def drop_waiting(live: LiveSession, reason: str) -> list[uuid.UUID]:
     reported to the client as not sent."""
     dropped = live.drop_waiting()
     if dropped:
-        await transcript.mark_failed(dropped, reason)
-        for message_id in dropped:
+        await transcript.mark_failed([send.pk for send in dropped], reason)
+        for send in dropped:
             await live.emit(
                 "message_failed",
-                {"threadId": str(live.thread_id), "messageId": str(message_id), "reason": reason},
+                {"threadId": str(live.thread_id), "messageId": str(send.client_id), "reason": reason},
             )
-    return dropped
+    return [send.pk for send in dropped]
 
 
 def _orphans(session_ids: list[uuid.UUID]) -> list[AcceptedMessage]:
@@ -94,7 +95,7 @@ async def recover(sessions: list[LiveSession]) -> int:
         taken += 1
         if accepted.state == AcceptedMessage.State.PENDING:
             logger.info("re-running send %s of session %s (its holder died)", accepted.pk, live.id)
-            live.answer_send(accepted.pk, accepted.text)
+            live.answer_send(accepted)
         else:
             logger.info(
                 "closing send %s of session %s (its turn died with its process)", accepted.pk, live.id

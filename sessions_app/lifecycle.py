@@ -37,6 +37,7 @@ from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
+from threads_app.models import AcceptedMessage
 from threads_app.selectors import owned_thread_dict, thread_owner_id
 
 logger = logging.getLogger(__name__)
@@ -270,7 +271,9 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
     await live.ensure_context()
     history = live.chat_context.get()
-    target = next((m for m in history if m.id == message_id and m.type == "user_message"), None)
+    # The client may name the message by the id it chose or by its step's id (the key).
+    ids = {message_id, AcceptedMessage.key(live.thread_id, message_id)}
+    target = next((m for m in history if m.id in ids and m.type == "user_message"), None)
     if target is None:
         raise BadRequest("no user message with this id in the session")
     token = live.activate()

@@ -68,8 +68,8 @@ class LiveSession:
         self.stopping = False
         # The process is shutting down: a hook cancelled now ends with an error, not "stopped".
         self.shutting_down = False
-        # Accepted sends waiting for their turn (hooks-API apps), by message id.
-        self._waiting: dict[uuid.UUID, asyncio.Task[Any]] = {}
+        # Accepted sends waiting for their turn (hooks-API apps) and their turns, by key.
+        self._waiting: dict[uuid.UUID, tuple[AcceptedMessage, asyncio.Task[Any]]] = {}
         # The thread row sends are accepted into, read once per thread id and socket (a
         # deletion while the socket is here ends the session through ``thread_deleted``).
         self._thread: Thread | None = None
@@ -188,18 +188,18 @@ class LiveSession:
         """A send arriving now would wait behind a turn (what its ack says as ``queued``)."""
         return self.current_task is not None or bool(self._waiting)
 
-    def answer_send(self, accepted_id: uuid.UUID, text: str) -> None:
+    def answer_send(self, send: AcceptedMessage) -> None:
         """Queue ``on_message`` for an accepted send (``will_queue`` said whether it waits).
         Its user step is transcribed when its turn begins, so the transcript reads in turn order."""
-        self._waiting[accepted_id] = self.run_hook(
+        task = self.run_hook(
             self._answer,
-            send=accepted_id,
-            prelude=functools.partial(self._transcribe_send, accepted_id, text),
+            send=send.pk,
+            prelude=functools.partial(self._transcribe_send, UserTurn.of_send(send)),
         )
+        self._waiting[send.pk] = (send, task)
 
-    def _transcribe_send(self, accepted_id: uuid.UUID, text: str) -> dict[str, Any]:
+    def _transcribe_send(self, turn: UserTurn) -> dict[str, Any]:
         """The send's user step, written as its turn is claimed (one trip to the database)."""
-        turn = UserTurn(text=text, accepted_ids=[accepted_id])
         return transcript.user_step(self.thread_id, turn, self.user.get_username())
 
     async def _answer(self, step: dict[str, Any]) -> None:
@@ -213,12 +213,12 @@ class LiveSession:
         if on_message is not None:
             await on_message(message)
 
-    def drop_waiting(self) -> list[uuid.UUID]:
-        """Cancel the sends waiting for their turn (a stop); returns their ids."""
+    def drop_waiting(self) -> list[AcceptedMessage]:
+        """Cancel the sends waiting for their turn (a stop); returns them."""
         waiting, self._waiting = self._waiting, {}
-        for task in waiting.values():
+        for _send, task in waiting.values():
             task.cancel()
-        return list(waiting)
+        return [send for send, _task in waiting.values()]
 
     async def delete_message(self, message: Message) -> None:
         self.chat_context.remove(message)

@@ -43,7 +43,7 @@ async def publish_accepted(accepted: AcceptedMessage, *, author: str, image_coun
         "chat-user-message",
         {
             "threadId": str(accepted.thread_id),
-            "messageId": str(accepted.pk),
+            "messageId": str(accepted.client_id),
             "text": accepted.text,
             "imageCount": image_count,
             "author": author,

@@ -55,11 +55,11 @@ settings.ENGINE_IDLE_TIMEOUT = 0
 
 @pytest.fixture(autouse=True)
 def _fresh_send_budgets():
-    """Each test starts with full in-memory send buckets (they are keyed by user pk, which
-    SQLite hands out again after a test's rows are deleted)."""
+    """Each test starts with full send buckets (they are keyed by user pk, which a database
+    flushed after a test hands out again)."""
     from threads_app.token_bucket import sends
 
-    sends.clear_memory()
+    sends.reset()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -111,8 +111,18 @@ class Step(models.Model):
         return "message" in self.type
 
 
+# Namespace of the stored keys of sends (``AcceptedMessage.key``).
+SEND_KEY_NAMESPACE = uuid.UUID("2b0f7c8e-51a4-4c1e-9d6a-7c3e0f5b8a21")
+
+
 class AcceptedMessage(models.Model):
-    """The acceptance record of a user send; its id is the client's message id."""
+    """The acceptance record of a user send.
+
+    The client proposes the message id (``client_id``, its idempotency key); the row's key is
+    that id scoped by the thread (``key``), so that an id one user chose first can never
+    block, or be confused with, the same id of another user's send. The transcript step of
+    the send takes the same key; the wire shows the client's id.
+    """
 
     class State(models.TextChoices):
         PENDING = "pending"
@@ -120,6 +130,8 @@ class AcceptedMessage(models.Model):
         FAILED = "failed"
 
     id = models.UUIDField(primary_key=True, editable=False)
+    # The message id the client chose (unique within the thread, by the key).
+    client_id = models.UUIDField(editable=False)
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="accepted_messages")
     box = models.ForeignKey(Box, on_delete=models.CASCADE, related_name="accepted_messages")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -171,4 +183,9 @@ class AcceptedMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.id} ({self.state})"
+        return f"{self.client_id} ({self.state})"
+
+    @staticmethod
+    def key(thread_id: uuid.UUID, client_id: uuid.UUID) -> uuid.UUID:
+        """The stored id of the send the client calls ``client_id`` in this thread."""
+        return uuid.uuid5(SEND_KEY_NAMESPACE, f"{thread_id}:{client_id}")

@@ -108,9 +108,9 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The thread's sends not transcribed: ``(pending, failed)``, each oldest first.
 
-    ``pending`` entries carry their ``images`` through the content filter like a step's
-    content (a photo's reference names the message id, which is also the id of the user step
-    that will transcribe it); ``failed`` entries (the latest ``FAILED_LIMIT``) carry only an
+    Entries name a send by its client's id. ``pending`` entries carry their ``images``
+    through the content filter like a step's content (a photo's reference names the send's
+    key, which is also the id of the user step that will transcribe it); ``failed`` entries (the latest ``FAILED_LIMIT``) carry only an
     ``imageCount`` and the ``reason`` the send failed (``AcceptedMessage.Failure``; empty when
     it was not recorded). Both come from one statement, so a send that moves between the two
     states while it runs (a stop drops it, a retry revives it) is in exactly one of them.
@@ -132,10 +132,16 @@ def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[st
     content_filter = content_filters.active()
     values: QuerySet[AcceptedMessage, Any]
     if content_filter is None:
-        values = rows.values("id", "text", "accepted_at", "state", "failure", "images")
+        values = rows.values("id", "client_id", "text", "accepted_at", "state", "failure", "images")
     else:
         values = rows.values(
-            "id", "text", "accepted_at", "state", "failure", images_text=content_filter.column("images")
+            "id",
+            "client_id",
+            "text",
+            "accepted_at",
+            "state",
+            "failure",
+            images_text=content_filter.column("images"),
         )
     pending: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
@@ -149,7 +155,7 @@ def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[st
         if row["state"] == AcceptedMessage.State.PENDING:
             pending.append(
                 {
-                    "id": str(row["id"]),
+                    "id": str(row["client_id"]),
                     "text": row["text"],
                     "acceptedAt": iso(row["accepted_at"]),
                     "images": images,
@@ -158,7 +164,7 @@ def open_sends(thread_id: uuid.UUID) -> tuple[list[dict[str, Any]], list[dict[st
         else:
             failed.append(
                 {
-                    "messageId": str(row["id"]),
+                    "messageId": str(row["client_id"]),
                     "text": row["text"],
                     "reason": row["failure"],
                     "acceptedAt": iso(row["accepted_at"]),
@@ -276,8 +282,9 @@ def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
     return [dict(row) for row in steps.values("type", "output", "content")]
 
 
-def accepted_exists(message_id: uuid.UUID) -> bool:
-    return AcceptedMessage.objects.filter(pk=message_id).exists()
+def accepted_exists(thread_id: uuid.UUID, message_id: uuid.UUID) -> bool:
+    """Whether the thread has the send its client calls ``message_id``."""
+    return AcceptedMessage.objects.filter(pk=AcceptedMessage.key(thread_id, message_id)).exists()
 
 
 def box_by_id(box_id: uuid.UUID) -> Box | None:

@@ -134,17 +134,20 @@ def accept_message(
     holder: str = "",
     queued: bool | None = None,
 ) -> tuple[AcceptedMessage, bool]:
-    """Record a user send; the message id is the idempotency key.
+    """Record a user send; the client's message id is the idempotency key within the thread
+    (the row's key is ``AcceptedMessage.key(thread, message_id)``).
 
     Returns ``(record, created)``. The same id with the same content returns the existing
-    record; with different content (or another thread or author) it raises MessageConflict.
+    record; with different content (or another author) it raises MessageConflict.
     """
     images = images or []
+    key = AcceptedMessage.key(thread.pk, message_id)
     try:
         with _one_statement():
             return (
                 AcceptedMessage.objects.create(
-                    id=message_id,
+                    id=key,
+                    client_id=message_id,
                     thread=thread,
                     box_id=thread.box_id,
                     author=author,
@@ -158,10 +161,9 @@ def accept_message(
                 True,
             )
     except IntegrityError:
-        existing = AcceptedMessage.objects.get(pk=message_id)
+        existing = AcceptedMessage.objects.get(pk=key)
     same = (
-        existing.thread_id == thread.pk
-        and existing.author_id == author.pk
+        existing.author_id == author.pk
         and existing.text == text
         and existing.images == images
         and existing.source == source
@@ -244,14 +246,17 @@ def transcribe_user_turn(
     text: str,
     content: list[dict[str, Any]],
     accepted_ids: list[uuid.UUID],
+    message_ids: list[uuid.UUID],
 ) -> Step:
-    """The user step of a turn, and the sends it carries marked transcribed, in one transaction."""
+    """The user step of a turn, and the sends it carries (``accepted_ids``, their keys) marked
+    transcribed, in one transaction. The step lists the sends by their clients' ids
+    (``metadata.acceptedIds``): a client retires its pending copy when it sees its id there."""
     fields = {
         "type": "user_message",
         "name": author,
         "output": text,
         "content": content,
-        "metadata": {"acceptedIds": [str(i) for i in accepted_ids]},
+        "metadata": {"acceptedIds": [str(i) for i in message_ids]},
         "start": timezone.now(),
     }
     return _write_step(thread_id, step_id, fields, transcribes=accepted_ids)

@@ -147,9 +147,17 @@ class TokenBucket:
             return None
         return wait / 1000 if wait else None
 
-    def clear_memory(self) -> None:
-        """Forget the in-memory buckets (tests: SQLite hands a deleted user's pk out again)."""
+    def reset(self) -> None:
+        """Fill every bucket of this budget again: the in-memory ones and this deployment's
+        keys in Redis (tests: a database flushed between tests hands users' pks out again)."""
         self._memory.clear()
+        backend = self._backend()
+        if backend is None:
+            return
+        client = backend.sync_client()
+        keys = list(client.scan_iter(match=self._key("*"), count=1000))
+        if keys:
+            client.delete(*keys)
 
     async def atake(self, key: str, rate: Rate) -> float | None:
         """``take`` from the event loop."""

@@ -337,21 +337,22 @@ class ChatSession(Conversation):
         """Record the accepted ids a stop drops (queued turns are never transcribed yet),
         mark their acceptance records failed, so that no reader shows them as still pending
         and no later session re-queues them, and tell the watchers they were not sent."""
-        ids = [i for turn in turns for i in turn.accepted_ids]
-        if not ids:
+        dropped = UserTurn.merge(turns)
+        if not dropped.accepted_ids:
             return
-        self.dropped.extend(ids)
-        self._taken.difference_update(ids)  # a "send again" of one of them is taken afresh
-        task = asyncio.create_task(self._report_dropped(ids))
+        self.dropped.extend(dropped.accepted_ids)
+        # a "send again" of one of them is taken afresh
+        self._taken.difference_update(dropped.accepted_ids)
+        task = asyncio.create_task(self._report_dropped(dropped))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _report_dropped(self, ids: list[uuid.UUID]) -> None:
-        await transcript.mark_failed(ids, "stopped")
-        for accepted_id in ids:
+    async def _report_dropped(self, dropped: UserTurn) -> None:
+        await transcript.mark_failed(dropped.accepted_ids, "stopped")
+        for message_id in dropped.message_ids:
             await self.emit(
                 "message_failed",
-                {"threadId": str(self.thread_id), "messageId": str(accepted_id), "reason": "stopped"},
+                {"threadId": str(self.thread_id), "messageId": str(message_id), "reason": "stopped"},
             )
 
     async def restart(self) -> None:

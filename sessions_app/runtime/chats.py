@@ -129,6 +129,7 @@ async def submit_here(request: dict[str, Any]) -> bool:
         text=request["text"],
         images=list(request.get("images") or []),
         accepted_ids=[uuid.UUID(request["message"])],
+        message_ids=[uuid.UUID(request["client_id"])],
     )
     return session.submit_soon(turn)
 
@@ -221,12 +222,12 @@ async def accept_and_submit(
     if not acceptance.fresh:
         if accepted.state != AcceptedMessage.State.PENDING:
             return {**answer, "queued": bool(accepted.queued)}
-        if (queued := await _first_answer(message_id)) is not None:
+        if (queued := await _first_answer(accepted.pk)) is not None:
             return {**answer, "queued": queued}
         logger.info("send %s was never handed over; handing it over now", message_id)
         await publish_accepted(accepted, author=user.get_username(), image_count=len(images))
     queued = await hand_over(accepted, author=user.get_username(), session_id=session_id)
-    await database_sync_to_async(record_queued)(message_id, queued)
+    await database_sync_to_async(record_queued)(accepted.pk, queued)
     return {**answer, "queued": queued}
 
 
@@ -240,6 +241,7 @@ async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.
         "session": str(session_id) if session_id else None,
         "author": author,
         "message": str(accepted.pk),
+        "client_id": str(accepted.client_id),
         "text": accepted.text,
         "images": list(accepted.images),
     }

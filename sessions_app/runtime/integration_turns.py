@@ -126,7 +126,7 @@ async def accept_here(request: dict[str, Any]) -> str:
         return GONE  # deleted since the view found it
     async with integration_turns.box_lock(box.id):
         # A repeat of an accepted message is answered as the first time, busy or not.
-        if _busy(box, thread_id) and not await _exists(message_id):
+        if _busy(box, thread_id) and not await _exists(thread_id, message_id):
             return BUSY
         thread, author = await database_sync_to_async(_thread_and_author)(thread_id, request["user"])
         try:
@@ -142,10 +142,11 @@ async def accept_here(request: dict[str, Any]) -> str:
         if not acceptance.fresh:
             return ACCEPTED
         integration_turns.in_flight.add(thread_id)
+    send = acceptance.record
     try:
-        await database_sync_to_async(record_queued)(message_id, False)
+        await database_sync_to_async(record_queued)(send.pk, False)
     finally:
-        integration_turns.start(_answer(box.id, thread_id, message_id, request["text"], request["author"]))
+        integration_turns.start(_answer(box.id, send, request["author"]))
     return ACCEPTED
 
 
@@ -153,21 +154,19 @@ _exists = database_sync_to_async(accepted_exists)
 _fresh_box = database_sync_to_async(box_by_id)
 
 
-async def _mark_failed(message_id: uuid.UUID) -> None:
-    await database_sync_to_async(fail_sends)([message_id], AcceptedMessage.Failure.ENGINE)
+async def _mark_failed(send: AcceptedMessage) -> None:
+    await database_sync_to_async(fail_sends)([send.pk], AcceptedMessage.Failure.ENGINE)
 
 
-async def _answer(
-    box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, text: str, author: str
-) -> None:
+async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None:
     """Run the turn through the box's pool, then deliver the complete response."""
+    thread_id, message_id = send.thread_id, send.client_id
     try:
         box = await _fresh_box(box_id)
         if box is None:
             return  # deleted since the message was accepted (and its records with it)
         pool = pools.for_box(box.id, box.engine, box.engine_options)
-        turn = UserTurn(text=text, accepted_ids=[message_id])
-        response = await pool.send_to_thread(thread_id, turn, author=author)
+        response = await pool.send_to_thread(thread_id, UserTurn.of_send(send), author=author)
     except ObjectDoesNotExist:
         logger.warning("thread %s was deleted before message %s was answered", thread_id, message_id)
         return
@@ -175,7 +174,7 @@ async def _answer(
         logger.exception("integration turn for message %s on thread %s failed", message_id, thread_id)
         response = TurnResponse("The engine could not answer.", True, "error")
         with contextlib.suppress(Exception):
-            await _mark_failed(message_id)
+            await _mark_failed(send)
     finally:
         integration_turns.in_flight.discard(thread_id)
     try:

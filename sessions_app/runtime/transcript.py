@@ -25,7 +25,8 @@ def engine_step_id(thread_id: uuid.UUID, engine_id: str) -> uuid.UUID:
 
 
 def user_step_id(turn: UserTurn) -> uuid.UUID:
-    """A turn's user step takes the id of the first send it carries (the client's id)."""
+    """A turn's user step takes the key of the first send it carries (``AcceptedMessage.key``:
+    the client's id scoped by the thread, like the engine's steps)."""
     return turn.accepted_ids[0] if turn.accepted_ids else uuid.uuid4()
 
 
@@ -38,6 +39,7 @@ def user_step(thread_id: uuid.UUID, turn: UserTurn, author: str) -> dict[str, An
         text=turn.text,
         content=turn.content_blocks(),
         accepted_ids=turn.accepted_ids,
+        message_ids=turn.message_ids,
     )
     return step_to_dict(step)
 
@@ -110,10 +112,7 @@ def load_engine_session_id(thread_id: uuid.UUID) -> str | None:
 @database_sync_to_async
 def pending_turns(thread_id: uuid.UUID) -> list[UserTurn]:
     """The thread's accepted chat sends that no user step has transcribed yet, oldest first."""
-    return [
-        UserTurn(text=m.text, images=list(m.images), accepted_ids=[m.id])
-        for m in selectors.pending_sends(thread_id)
-    ]
+    return [UserTurn.of_send(m) for m in selectors.pending_sends(thread_id)]
 
 
 mark_failed = database_sync_to_async(services.fail_sends)

@@ -245,10 +245,10 @@ class LoadClient:
 def accepted_rows(message_ids: list[str]) -> dict[str, tuple[str, str]]:
     """``message id -> (thread id, text)`` of the AcceptedMessage rows of these ids."""
     return {
-        str(pk): (str(thread_id), text)
-        for pk, thread_id, text in AcceptedMessage.objects.filter(pk__in=message_ids).values_list(
-            "pk", "thread_id", "text"
-        )
+        str(client_id): (str(thread_id), text)
+        for client_id, thread_id, text in AcceptedMessage.objects.filter(
+            client_id__in=message_ids
+        ).values_list("client_id", "thread_id", "text")
     }
 
 

@@ -57,12 +57,12 @@ async def test_stop_interrupts_the_turn_and_clears_the_queue(engine_server, make
     assert partial["output"] == streamed and partial["metadata"] == {"interrupted": True}
     assert len(client.named("stream_token")) < 5
     assert [n for n, _ in client.events if n in ("task_start", "task_end")][-1] == "task_end"
-    dropped = await AcceptedMessage.objects.aget(pk=queued["messageId"])
+    dropped = await AcceptedMessage.objects.aget(client_id=queued["messageId"])
     assert (dropped.state, dropped.failure) == (AcceptedMessage.State.FAILED, "stopped")
     assert client.named("message_failed") == [
         {"threadId": queued["threadId"], "messageId": queued["messageId"], "reason": "stopped"}
     ]
-    interrupted = await AcceptedMessage.objects.aget(pk=first["messageId"])
+    interrupted = await AcceptedMessage.objects.aget(client_id=first["messageId"])
     assert (interrupted.state, interrupted.outcome) == ("transcribed", "interrupted")
     # The session carries on: the engine resumes its conversation on the next message.
     await client.send("again")

@@ -638,7 +638,7 @@ def thread_with_a_stopped_reply_and_two_unsent(user) -> uuid.UUID:
     asked = uuid.uuid4()
     accept_message(message_id=asked, thread=thread, author=user, text="tell me a story")
     upsert_step(thread.pk, asked, type="user_message", name=user.username, output="tell me a story")
-    AcceptedMessage.objects.filter(pk=asked).update(
+    AcceptedMessage.objects.filter(client_id=asked).update(
         state=AcceptedMessage.State.TRANSCRIBED, queued=False, outcome=AcceptedMessage.Outcome.INTERRUPTED
     )
     upsert_step(

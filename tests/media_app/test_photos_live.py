@@ -88,14 +88,15 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
     # The transcript keeps the photos inline, as base64 image blocks, byte for byte.
     step = await user_step(answer["threadId"])
     assert step is not None
-    assert str(step.id) == answer["messageId"]
+    assert step.metadata["acceptedIds"] == [answer["messageId"]]
     images = [b for b in step.content if b["type"] == "image"]
     assert [base64.b64decode(b["source"]["data"]) for b in images] == [big, small]
     assert [b["source"]["media_type"] for b in images] == ["image/jpeg", "image/png"]
     # What the socket was sent live is stripped already.
     user_messages = [m for m in client.named("new_message") if m["type"] == "user_message"]
     assert_no_payload(user_messages)
-    refs = [f"{answer['threadId']}/{answer['messageId']}/{i}" for i in range(2)]
+    key = AcceptedMessage.key(uuid.UUID(answer["threadId"]), uuid.UUID(answer["messageId"]))
+    refs = [f"{answer['threadId']}/{key}/{i}" for i in range(2)]
     assert image_refs(user_messages[0]["content"]) == refs
     await client.disconnect()
 
@@ -104,7 +105,9 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
     await later.start(thread_id=answer["threadId"])
     (thread,) = await later.wait_event("resume_thread")
     assert_no_payload(thread)
-    resumed_step = next(s for s in thread["steps"] if s["id"] == answer["messageId"])
+    resumed_step = next(
+        s for s in thread["steps"] if answer["messageId"] in s["metadata"].get("acceptedIds", [])
+    )
     assert image_refs(resumed_step["content"]) == refs
     await assert_refs_resolve(engine_server, token, refs, [big, small], ["image/jpeg", "image/png"])
     await later.disconnect()
@@ -148,7 +151,7 @@ async def test_bad_file_references_are_refused_before_anything_is_recorded(engin
             "client_message", {"message": {"id": message_id, "output": "hi"}, "fileReferences": references}
         )
         assert expected in answer["error"], answer
-        assert not await AcceptedMessage.objects.filter(pk=message_id).aexists()
+        assert not await AcceptedMessage.objects.filter(client_id=message_id).aexists()
     await client.disconnect()
 
 
@@ -194,7 +197,8 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     steps = json.loads(history)["results"]
     user_entry = next(s for s in steps if s["type"] == "user_message")
     refs = image_refs(user_entry["content"])
-    assert refs == [f"{thread_id}/{body['messageId']}/{i}" for i in range(2)]
+    key = AcceptedMessage.key(uuid.UUID(thread_id), uuid.UUID(body["messageId"]))
+    assert refs == [f"{thread_id}/{key}/{i}" for i in range(2)]
     await assert_refs_resolve(engine_server, token, refs, [gif, webp], ["image/gif", "image/webp"])
 
     # A photo-only message is fine; a wrong one is a 400 and records nothing.
@@ -208,4 +212,4 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     }
     status, _, errors = await http(engine_server, token, "POST", "/api/chat/send", json=wrong)
     assert status == 400 and b"The image is image/gif, not image/png." in errors
-    assert not await AcceptedMessage.objects.filter(pk=wrong["messageId"]).aexists()
+    assert not await AcceptedMessage.objects.filter(client_id=wrong["messageId"]).aexists()

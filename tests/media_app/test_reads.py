@@ -235,15 +235,15 @@ def test_pending_sends_show_refs_that_resolve_to_their_photos(api, user, photos)
     body = api.get(f"/api/threads/{photos.thread.pk}/bootstrap/")
     assert_no_payload(body.content.decode())
     (pending,) = body.json()["pending"]
-    ref = f"{photos.thread.pk}/{message_id}/0"
+    # The ref names the send's key: the id of the user step that will transcribe it.
+    key = AcceptedMessage.key(photos.thread.pk, message_id)
+    ref = f"{photos.thread.pk}/{key}/0"
     assert pending["images"] == [{"type": "image", "imageRef": ref}, {"type": "text", "text": NOT_DISPLAYED}]
     response = api.get(f"/api/session-media/{ref}")
     assert response.status_code == 200 and response.content == pending_photo
     # Once transcribed under the same id, the ref names the step's block: the same photo.
-    upsert_step(
-        photos.thread.pk, message_id, type="user_message", content=[image_block(pending_photo, "image/png")]
-    )
-    AcceptedMessage.objects.filter(pk=message_id).update(state=AcceptedMessage.State.TRANSCRIBED)
+    upsert_step(photos.thread.pk, key, type="user_message", content=[image_block(pending_photo, "image/png")])
+    AcceptedMessage.objects.filter(client_id=message_id).update(state=AcceptedMessage.State.TRANSCRIBED)
     assert api.get(f"/api/session-media/{ref}").content == pending_photo
 
 

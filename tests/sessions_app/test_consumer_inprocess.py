@@ -23,7 +23,7 @@ from sessions_app.models import SocketSession
 from tests.support.client import api_token, session_cookie
 from tests.support.hook_log import hook_calls
 from tests.support.wire import InProcessSocket, decode, in_process_socket, new_auth
-from threads_app.models import Step, Thread
+from threads_app.models import AcceptedMessage, Step, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -343,7 +343,10 @@ async def test_client_message_is_acked_then_confirmed_then_answered(sock, hooks)
     assert answer["messageId"] == message_id and uuid.UUID(answer["threadId"])
     # The user's own step is confirmed first, then the reply; the turn ends.
     (user_step,) = await sock.event("new_message")
-    assert (user_step["id"], user_step["type"], user_step["output"]) == (message_id, "user_message", "hi")
+    assert (user_step["type"], user_step["output"]) == ("user_message", "hi")
+    # The step is the send's, keyed by the thread; it names the client's id.
+    assert user_step["metadata"]["acceptedIds"] == [message_id]
+    assert user_step["id"] == str(AcceptedMessage.key(uuid.UUID(answer["threadId"]), uuid.UUID(message_id)))
     assert [m["output"] for m in await sock.event("new_message")] == ["echo: hi"]
     await sock.event("task_end")
     thread = await Thread.objects.aget(pk=answer["threadId"])
@@ -357,7 +360,8 @@ async def test_the_same_message_id_twice_is_one_step_and_one_answer(sock, hooks)
     await sock.seen(lambda f: is_event(f, "task_end"))
     assert await sock.nothing_more(0.3) == []
     assert texts(sock).count("echo: hello") == 1
-    assert await Step.objects.filter(pk=message["message"]["id"]).acount() == 1
+    key = AcceptedMessage.key(uuid.UUID(first["threadId"]), uuid.UUID(message["message"]["id"]))
+    assert await Step.objects.filter(pk=key).acount() == 1
 
 
 BAD_MESSAGES = [

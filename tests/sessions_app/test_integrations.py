@@ -182,13 +182,13 @@ async def test_202_before_the_engine_answers_then_the_response_in_the_transcript
             "stepIds": [str(assistant_step.id)],
         },
     }
-    assert (user_step.type, str(user_step.id), user_step.metadata["acceptedIds"]) == (
+    assert (user_step.type, user_step.id, user_step.metadata["acceptedIds"]) == (
         "user_message",
-        body["messageId"],
+        AcceptedMessage.key(user_step.thread_id, uuid.UUID(body["messageId"])),
         [body["messageId"]],
     )
     assert (assistant_step.type, assistant_step.output) == ("assistant_message", "Echo #1: hello integration")
-    (record,) = await accepted(pk=body["messageId"])
+    (record,) = await accepted(client_id=body["messageId"])
     assert record.state == AcceptedMessage.State.TRANSCRIBED and record.queued is False
 
 
@@ -270,7 +270,7 @@ async def test_a_busy_thread_refuses_without_accepting_and_a_repeat_is_the_same_
     other = message("while busy")
     status, answer, headers = await post(engine_server, thread_id, other, token=token)
     assert (status, answer, headers.get("Retry-After")) == (409, {"detail": "thread busy"}, "1")
-    assert await accepted(pk=other["messageId"]) == []
+    assert await accepted(client_id=other["messageId"]) == []
     repeat = await post(engine_server, thread_id, first, token=token)
     assert repeat[:2] == (202, accepted_answer(thread_id, first))
 
@@ -299,7 +299,7 @@ async def test_concurrent_identical_messages_are_one_record_one_turn_and_one_ans
     assert (await receiver.response_of(body["messageId"]))["text"] == "Echo #1: only once"
     await asyncio.sleep(0.3)
     assert len(receiver.deliveries) == 1
-    assert len(await accepted(pk=body["messageId"])) == 1
+    assert len(await accepted(client_id=body["messageId"])) == 1
     assert [s.type for s in await steps_of(thread_id)] == ["user_message", "assistant_message"]
 
 
@@ -345,18 +345,19 @@ async def test_refusals(engine_server, make_user):
     status, errors, _ = await post(engine_server, thread_id, ["not", "an", "object"], token=token)
     assert status == 400 and set(errors) == {"non_field_errors"}
 
-    # The message id is the key: other content, or the same content in another thread, is a 409.
+    # The message id is the key within the thread: other content is a 409; in another thread
+    # it names another send.
     reused = {"messageId": first["messageId"], "message": "different text"}
     status, answer, _ = await post(engine_server, thread_id, reused, token=token)
     assert status == 409 and "messageId" in answer["detail"]
-    assert (await post(engine_server, str(uuid.uuid4()), first, token=token))[0] == 409
+    assert (await post(engine_server, str(uuid.uuid4()), first, token=token))[0] == 202
 
     # No credentials.
     assert (await post(engine_server, thread_id, message("anonymous")))[0] == 401
     assert {str(m.thread_id) for m in await accepted(author=other)} == {
         answer_of_other
     }  # its own thread only
-    assert {str(m.pk) for m in await accepted(thread_id=thread_id)} == {first["messageId"]}
+    assert {str(m.client_id) for m in await accepted(thread_id=thread_id)} == {first["messageId"]}
     await wait_until_async(lambda: _answered(thread_id, 1))
 
 

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.models import SocketSession
 from tests.support.client import ChatClient, signed_in
 from tests.support.waiting import settle
-from threads_app.models import Step, Thread
+from threads_app.models import AcceptedMessage, Step, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -140,8 +140,8 @@ async def test_same_message_id_twice_is_one_step(server, make_user):
     # A resend after a lost ack is the same message: one step, one on_message, one reply.
     assert client.texts().count("echo: hello") == 1
     assert len(server.hooks(client.session_id, "on_message")) == 1
-    assert await step_count(pk=message_id) == 1
     thread = await Thread.objects.aget(pk=first["threadId"])
+    assert await step_count(pk=AcceptedMessage.key(thread.pk, uuid.UUID(message_id))) == 1
     assert thread.name == "hello"
     await client.disconnect()
 

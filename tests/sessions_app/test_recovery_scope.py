@@ -21,7 +21,9 @@ def open_send_in_box_owned_by(owner: str) -> uuid.UUID:
     user = get_user_model().objects.create(username=f"u-{uuid.uuid4().hex[:8]}")
     box = Box.objects.create(owner=user, name="default", runtime_owner=owner)
     thread = Thread.objects.create(owner=user, box=box, name="t")
-    sent = AcceptedMessage.objects.create(id=uuid.uuid4(), thread=thread, box=box, author=user, text="hi")
+    sent = AcceptedMessage.objects.create(
+        id=uuid.uuid4(), client_id=uuid.uuid4(), thread=thread, box=box, author=user, text="hi"
+    )
     AcceptedMessage.objects.filter(pk=sent.pk).update(accepted_at=timezone.now() - timedelta(minutes=1))
     return box.id
 

@@ -47,13 +47,13 @@ async def test_twenty_concurrent_identical_sends_make_one_record_and_twenty_iden
     answers = [answer for _, answer in results]
     assert all(answer == answers[0] for answer in answers)
     assert set(answers[0]) == {"threadId", "messageId", "queued"}
-    assert len(await accepted(pk=body["messageId"])) == 1
+    assert len(await accepted(client_id=body["messageId"])) == 1
     await wait_until_async(lambda: _transcribed(body["messageId"]))
     assert len(await user_steps(answers[0]["threadId"])) == 1
 
 
 async def _transcribed(message_id: str) -> bool:
-    rows = await accepted(pk=message_id)
+    rows = await accepted(client_id=message_id)
     return bool(rows) and rows[0].state == AcceptedMessage.State.TRANSCRIBED
 
 
@@ -65,7 +65,7 @@ async def test_twenty_concurrent_identical_socket_sends_are_one_record(engine_se
     message = {"message": {"id": str(uuid.uuid4()), "output": "same id, twenty times"}}
     answers = await asyncio.gather(*(client.call("client_message", message) for _ in range(20)))
     assert all(answer == answers[0] for answer in answers) and answers[0]["threadId"] == first["threadId"]
-    assert len(await accepted(pk=message["message"]["id"])) == 1
+    assert len(await accepted(client_id=message["message"]["id"])) == 1
     await wait_until_async(lambda: _transcribed(message["message"]["id"]))
     await client.disconnect()
 
@@ -115,7 +115,7 @@ async def test_http_sends_reach_every_socket_of_the_thread_and_queue_behind_a_ru
     await watcher.wait_for(
         lambda c: any(e["messageId"] == answer["messageId"] for e in c.named("chat-user-message"))
     )
-    row = (await accepted(pk=answer["messageId"]))[0]
+    row = (await accepted(client_id=answer["messageId"]))[0]
     assert row.state == AcceptedMessage.State.PENDING and row.queued is True
     await wait_until_async(lambda: _transcribed(answer["messageId"]))
     steps = await user_steps(thread_id)
@@ -197,4 +197,4 @@ async def test_a_send_during_a_turn_is_pending_in_bootstrap_until_its_user_step_
     assert after["pending"] == []
     users = [e for e in after["entries"] if e["type"] == "user_message"]
     assert [u["metadata"]["acceptedIds"] for u in users] == [[first["messageId"]], [second["messageId"]]]
-    assert users[-1]["id"] == second["messageId"]
+    assert users[-1]["id"] == str(AcceptedMessage.key(uuid.UUID(thread_id), uuid.UUID(second["messageId"])))

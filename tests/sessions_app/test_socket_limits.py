@@ -42,7 +42,7 @@ async def test_bad_message_text_is_answered_with_a_clear_error_and_records_nothi
     message_id = str(uuid.uuid4())
     answer = await client.call("client_message", {"message": {"id": message_id, "output": output}})
     assert error in answer["error"]
-    assert not await AcceptedMessage.objects.filter(pk=message_id).aexists()
+    assert not await AcceptedMessage.objects.filter(client_id=message_id).aexists()
     await client.disconnect()
 
 

@@ -192,7 +192,8 @@ async def test_event_with_ack_id_gets_an_ack_packet(server, cookie):
         assert answer["messageId"] == message_id and uuid.UUID(answer["threadId"])
         # The user's own step is confirmed first, then the reply.
         user_step = (await sock.event("new_message", timeout=10))[0]
-        assert (user_step["id"], user_step["type"], user_step["output"]) == (message_id, "user_message", "hi")
+        assert (user_step["type"], user_step["output"]) == ("user_message", "hi")
+        assert user_step["metadata"]["acceptedIds"] == [message_id]
         assert [m["output"] for m in await sock.event("new_message", timeout=10)] == ["echo: hi"]
 
 

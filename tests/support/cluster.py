@@ -96,9 +96,9 @@ def start_cluster(
 
 @sync_to_async
 def thread_record(thread_id: str) -> dict[str, Any]:
-    """What the database says of a thread's sends and transcript."""
+    """What the database says of a thread's sends (by their clients' ids) and transcript."""
     accepted = {
-        str(a.pk): (a.state, a.outcome, a.failure)
+        str(a.client_id): (a.state, a.outcome, a.failure)
         for a in AcceptedMessage.objects.filter(thread_id=thread_id).order_by("accepted_at")
     }
     steps = list(Step.objects.filter(thread_id=thread_id).order_by("seq"))

@@ -398,7 +398,12 @@ def test_runtime_records_are_view_only(admin_client_, alice, kind):
         record: Any = SocketSession.objects.create(id=uuid.uuid4(), user=alice, thread_id=thread.pk)
     else:
         record = AcceptedMessage.objects.create(
-            id=uuid.uuid4(), thread=thread, box=thread.box, author=alice, text="queued"
+            id=uuid.uuid4(),
+            client_id=uuid.uuid4(),
+            thread=thread,
+            box=thread.box,
+            author=alice,
+            text="queued",
         )
     url = f"/admin/{kind}/{record.pk}/change/"
 

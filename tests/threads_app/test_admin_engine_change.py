@@ -20,7 +20,7 @@ from sessions_app.runtime import chats
 from sessions_app.runtime.pool import pools
 from sessions_app.state import process_state
 from tests.support.fake_openai import FakeChatCompletions
-from threads_app.models import Box, Step, Thread
+from threads_app.models import AcceptedMessage, Box, Step, Thread
 from threads_app.services import default_box_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,7 +79,7 @@ async def say(user: Any, thread: Thread, text: str) -> str:
     assert answer["queued"] is False
     loop = asyncio.get_running_loop()
     deadline = loop.time() + REPLY_WAIT
-    while (reply := await reply_after(thread, message_id)) is None:
+    while (reply := await reply_after(thread, AcceptedMessage.key(thread.pk, message_id))) is None:
         assert loop.time() < deadline, f"no reply to {text!r}"
         await asyncio.sleep(0.05)
     return reply

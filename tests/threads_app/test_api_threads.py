@@ -11,7 +11,6 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
 import pytest
-from django.core.cache import caches
 from django.http import HttpRequest
 from django.test import override_settings
 from django.utils.crypto import get_random_string
@@ -369,9 +368,13 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
             message_id=message_id, thread=thread, author=user, text=f"m-{message_id}", images=images
         )
         # second was accepted first: pending is ordered by acceptance time, not by id.
-        AcceptedMessage.objects.filter(pk=message_id).update(accepted_at=BASE + timedelta(seconds=offset))
-    AcceptedMessage.objects.filter(pk=done).update(state=AcceptedMessage.State.TRANSCRIBED, step=steps[0])
-    AcceptedMessage.objects.filter(pk=failed).update(state=AcceptedMessage.State.FAILED)
+        AcceptedMessage.objects.filter(client_id=message_id).update(
+            accepted_at=BASE + timedelta(seconds=offset)
+        )
+    AcceptedMessage.objects.filter(client_id=done).update(
+        state=AcceptedMessage.State.TRANSCRIBED, step=steps[0]
+    )
+    AcceptedMessage.objects.filter(client_id=failed).update(state=AcceptedMessage.State.FAILED)
     other = make_thread(user, "other")
     accept_message(message_id=uuid.uuid4(), thread=other, author=user, text="elsewhere")
 
@@ -391,7 +394,9 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
             "id": str(message_id),
             "text": f"m-{message_id}",
             "acceptedAt": f"2026-01-01T00:00:0{n}Z",
-            "images": [{"type": "image", "imageRef": f"{thread.id}/{message_id}/0"}],
+            "images": [
+                {"type": "image", "imageRef": f"{thread.id}/{AcceptedMessage.key(thread.id, message_id)}/0"}
+            ],
         }
         for n, message_id in enumerate((second, first))
     ]
@@ -406,7 +411,7 @@ def fail_send(thread: Thread, text: str, *, reason: str = "stopped", seconds: in
     AcceptedMessage.objects.filter(pk=message.pk).update(
         state=AcceptedMessage.State.FAILED, failure=reason, accepted_at=BASE + timedelta(seconds=seconds)
     )
-    return message.pk
+    return message.client_id
 
 
 def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_count(client, user, thread):
@@ -453,7 +458,7 @@ def test_bootstrap_lists_failed_sends_oldest_first_with_their_reason_and_photo_c
         },
     ]
     # A failed send is not pending, and a pending one is not failed.
-    assert [p["id"] for p in body["pending"]] == [str(waiting.pk)]
+    assert [p["id"] for p in body["pending"]] == [str(waiting.client_id)]
 
 
 def test_bootstrap_lists_only_the_latest_50_failed_sends(client, thread):
@@ -479,7 +484,7 @@ def test_bootstrap_with_a_limit_still_lists_every_pending_and_failed_send(client
     body = client.get(url(thread.id, "bootstrap/"), {"limit": 1}).json()
 
     assert len(body["entries"]) == 1
-    assert [p["id"] for p in body["pending"]] == [str(waiting.pk)]
+    assert [p["id"] for p in body["pending"]] == [str(waiting.client_id)]
     assert [f["messageId"] for f in body["failed"]] == [str(dropped)]
 
 
@@ -632,9 +637,6 @@ class _SendProbe(APIView):
 
 
 @override_settings(
-    CACHES={
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "send-throttle"}
-    },
     REST_FRAMEWORK={
         "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"],
         "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -642,7 +644,6 @@ class _SendProbe(APIView):
     },
 )
 def test_send_throttle_limits_each_user_separately(user, other_user):
-    caches["default"].clear()
     factory = APIRequestFactory()
     view = _SendProbe.as_view()
     tokens = {u.pk: Token.objects.create(user=u).key for u in (user, other_user)}

@@ -34,17 +34,27 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from threads_app.models import AcceptedMessage
 
 
 @dataclass
 class UserTurn:
-    """What the engine is asked in one turn: text and image blocks, and the acceptance
-    records (message ids) it answers. Several queued sends merge into one turn."""
+    """What the engine is asked in one turn: text and image blocks, and the sends it answers.
+    Several queued sends merge into one turn.
+
+    ``accepted_ids`` are the sends' stored keys (``AcceptedMessage.pk``), what the runtime
+    and the database use; ``message_ids`` are the same sends' ids as their client chose them,
+    in the same order, what the transcript and the wire show (a turn made without a client,
+    in tests of the runtime, may leave them empty).
+    """
 
     text: str
     images: list[dict[str, Any]] = field(default_factory=list)
     accepted_ids: list[uuid.UUID] = field(default_factory=list)
+    message_ids: list[uuid.UUID] = field(default_factory=list)
 
     def content_blocks(self) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [*self.images]
@@ -59,6 +69,14 @@ class UserTurn:
             text="\n\n".join(t.text for t in turns if t.text),
             images=[image for t in turns for image in t.images],
             accepted_ids=[i for t in turns for i in t.accepted_ids],
+            message_ids=[i for t in turns for i in t.message_ids],
+        )
+
+    @classmethod
+    def of_send(cls, send: "AcceptedMessage") -> "UserTurn":
+        """The turn answering one accepted send."""
+        return cls(
+            text=send.text, images=list(send.images), accepted_ids=[send.pk], message_ids=[send.client_id]
         )
 
 

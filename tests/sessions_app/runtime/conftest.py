@@ -5,9 +5,10 @@ import uuid
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine
-from threads_app.models import AcceptedMessage, Step, Thread
-from threads_app.services import default_box_for
+from threads_app.models import Step, Thread
+from threads_app.services import accept_message, default_box_for
 
 
 class Sink:
@@ -47,12 +48,10 @@ def make_thread(transactional_db, django_user_model):
 
 
 @sync_to_async
-def accept(thread: Thread, text: str) -> uuid.UUID:
-    """An acceptance record, as the send path makes before the runtime sees a message."""
-    message = AcceptedMessage.objects.create(
-        id=uuid.uuid4(), thread=thread, box_id=thread.box_id, author=thread.owner, text=text
-    )
-    return message.id
+def accepted_turn(thread: Thread, text: str) -> UserTurn:
+    """The turn of a send accepted as the send path accepts it (the runtime's input)."""
+    send, _ = accept_message(message_id=uuid.uuid4(), thread=thread, author=thread.owner, text=text)
+    return UserTurn.of_send(send)
 
 
 @sync_to_async

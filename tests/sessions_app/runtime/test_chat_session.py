@@ -11,14 +11,14 @@ from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase
-from tests.sessions_app.runtime.conftest import accept, accepted_ids_in, transcript
+from tests.sessions_app.runtime.conftest import accepted_ids_in, accepted_turn, transcript
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def turn(thread, text: str) -> UserTurn:
-    return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
+    return await accepted_turn(thread, text)
 
 
 async def test_a_turn_streams_and_lands_in_the_transcript(make_thread, echo, sink):
@@ -77,7 +77,7 @@ async def test_kill_9_mid_turn_with_three_queued_starts_a_fresh_run_and_merges(m
     users = [s for s in steps if s.type == "user_message"]
     assert [u.output for u in users] == [first.text, "queued 0\n\nqueued 1\n\nqueued 2"]
     ids = accepted_ids_in(steps)
-    expected = [str(i) for t in [first, *queued] for i in t.accepted_ids]
+    expected = [str(i) for t in [first, *queued] for i in t.message_ids]
     assert sorted(ids) == sorted(expected) and len(ids) == len(set(ids))
     assert any(s.is_error for s in steps), "the cut turn says the engine stopped"
     # The fresh run resumed the engine's conversation: the echo counts on from turn 1.

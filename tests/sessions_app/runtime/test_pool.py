@@ -5,11 +5,10 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
-from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.phases import Phase
 from sessions_app.runtime.pool import BoxAtCapacity, BoxPool, BoxPools
 from sessions_app.runtime.thread_session import SessionBusy
-from tests.sessions_app.runtime.conftest import accept, transcript
+from tests.sessions_app.runtime.conftest import accepted_turn, transcript
 from tests.support.waiting import wait_until
 from threads_app.models import Box, Thread
 
@@ -24,9 +23,7 @@ async def test_two_threads_alternating_keep_one_run_open_and_their_own_conversat
     for round_ in range(3):
         for thread in (first, second):
             text = f"{thread.name} round {round_}"
-            response = await pool.send_to_thread(
-                thread.id, UserTurn(text, accepted_ids=[await accept(thread, text)])
-            )
+            response = await pool.send_to_thread(thread.id, await accepted_turn(thread, text))
             answers[thread.name].append(response.text)
             open_runs.append(pool.runs_open())
     assert open_runs == [1] * 6
@@ -44,18 +41,12 @@ async def test_a_message_for_another_thread_parks_the_active_one_after_its_turn(
     first, second = await make_thread("first"), await make_thread("second")
     pool = BoxPool(first.box_id, lambda: echo)
     slow = asyncio.create_task(
-        pool.send_to_thread(
-            first.id, UserTurn("!slow 0.05\nslow answer here please", accepted_ids=[await accept(first, "s")])
-        )
+        pool.send_to_thread(first.id, await accepted_turn(first, "!slow 0.05\nslow answer here please"))
     )
     await asyncio.sleep(0.2)
     with pytest.raises(SessionBusy):
-        await pool.thread_sessions[first.id].send(
-            UserTurn("again", accepted_ids=[await accept(first, "again")])
-        )
-    other = await pool.send_to_thread(
-        second.id, UserTurn("other", accepted_ids=[await accept(second, "other")])
-    )
+        await pool.thread_sessions[first.id].send(await accepted_turn(first, "again"))
+    other = await pool.send_to_thread(second.id, await accepted_turn(second, "other"))
     done = await slow
     assert done.text == "Echo #1: slow answer here please" and not done.is_error
     assert other.text == "Echo #1: other"
@@ -67,9 +58,7 @@ async def test_a_message_for_another_thread_parks_the_active_one_after_its_turn(
 async def test_thread_sessions_deliver_complete_responses_with_tool_steps(make_thread, echo):
     thread = await make_thread()
     pool = BoxPool(thread.box_id, lambda: echo)
-    response = await pool.send_to_thread(
-        thread.id, UserTurn("!tool\nuse it", accepted_ids=[await accept(thread, "t")])
-    )
+    response = await pool.send_to_thread(thread.id, await accepted_turn(thread, "!tool\nuse it"))
     assert response.text == "Echo #1: use it"
     steps = await transcript(thread)
     assert [(s.type, s.output) for s in steps] == [
@@ -77,9 +66,7 @@ async def test_thread_sessions_deliver_complete_responses_with_tool_steps(make_t
         ("tool", "USE IT"),
         ("assistant_message", "Echo #1: use it"),
     ]
-    failed = await pool.send_to_thread(
-        thread.id, UserTurn("!fail\nx", accepted_ids=[await accept(thread, "f")])
-    )
+    failed = await pool.send_to_thread(thread.id, await accepted_turn(thread, "!fail\nx"))
     assert failed.is_error and failed.outcome == "error"
     await pool.close()
 
@@ -93,7 +80,7 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
     before, after = {"state_dir": str(tmp_path / "before")}, {"state_dir": str(tmp_path / "after")}
     pool = pools_.for_box(thread.box_id, "echo", before)
     old = await pool.chat_session(thread.id, emit=sink)
-    old.submit_soon(UserTurn("!slow 0.05\nslow words in flight", accepted_ids=[await accept(thread, "s")]))
+    old.submit_soon(await accepted_turn(thread, "!slow 0.05\nslow words in flight"))
     await wait_for(old.is_busy)
 
     # The box changed mid-turn (as the admin would): the same pool, reconfigured.
@@ -104,7 +91,7 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
 
     new = await pool.chat_session(thread.id, emit=sink)
     assert new is not old and old.runs_open == 0
-    await new.submit(UserTurn("next", accepted_ids=[await accept(thread, "next")]))
+    await new.submit(await accepted_turn(thread, "next"))
     await wait_for(lambda: not new.is_busy())
     # Same engine: the conversation id is kept; the new state directory knows no turns of it.
     assert new.engine_session_id == old.engine_session_id
@@ -128,14 +115,14 @@ async def test_idle_sessions_are_closed_and_their_conversations_resume(make_thre
     idle, busy = await make_thread("idle"), await make_thread("busy")
     pool = BoxPool(idle.box_id, lambda: echo)
     session = await pool.chat_session(idle.id, emit=sink)
-    await session.submit(UserTurn("one", accepted_ids=[await accept(idle, "one")]))
+    await session.submit(await accepted_turn(idle, "one"))
     await wait_until(lambda: len(sink.named("task_end")) == 1)
     conversation = session.engine_session_id
     assert conversation is not None and pool.runs_open() == 1
     assert await pool.close_idle(idle_for=60) == 0  # not idle long enough
 
     worker = await pool.chat_session(busy.id, emit=sink)
-    worker.submit_soon(UserTurn("!slow 0.05\na b c d", accepted_ids=[await accept(busy, "slow")]))
+    worker.submit_soon(await accepted_turn(busy, "!slow 0.05\na b c d"))
     await asyncio.sleep(0.05)
     assert await pool.close_idle(idle_for=0) == 1  # the idle one; the busy one is kept
     assert list(pool.chat_sessions) == [busy.id]
@@ -143,7 +130,7 @@ async def test_idle_sessions_are_closed_and_their_conversations_resume(make_thre
 
     again = await pool.chat_session(idle.id, emit=sink)
     assert again is not session and again.engine_session_id == conversation
-    await again.submit(UserTurn("two", accepted_ids=[await accept(idle, "two")]))
+    await again.submit(await accepted_turn(idle, "two"))
     await wait_until(lambda: len(sink.named("task_end")) == 3)  # the slow one's, then this one's
     assert [s.output for s in await transcript(idle)][-1] == "Echo #2: two"  # the same conversation
     await pool.close()
@@ -160,7 +147,7 @@ async def test_a_box_at_capacity_closes_an_idle_run_for_a_new_thread_or_makes_it
     pool = BoxPool(first.box_id, lambda: echo)
     for thread in (first, second):
         session = await pool.chat_session(thread.id, emit=sink)
-        session.submit_soon(UserTurn("!slow 0.1\na b c", accepted_ids=[await accept(thread, "slow")]))
+        session.submit_soon(await accepted_turn(thread, "!slow 0.1\na b c"))
     await wait_until(lambda: pool.runs_open() == 2)
     with pytest.raises(BoxAtCapacity):
         await pool.chat_session(third.id, emit=sink)

@@ -49,7 +49,7 @@ from sessions_app.runtime.engines.echo import EchoEngine, EchoRun
 from sessions_app.runtime.phases import Phase, is_legal
 from sessions_app.runtime.pool import BoxPool
 from sessions_app.runtime.thread_session import ChatThreadSession, SessionBusy, TurnResponse
-from tests.sessions_app.runtime.conftest import Sink, accept
+from tests.sessions_app.runtime.conftest import Sink, accepted_turn
 from threads_app.models import AcceptedMessage, Step
 
 TEXTS = st.sampled_from(
@@ -202,7 +202,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         setattr(session, name, wrapped)
 
     async def new_turn(self, thread: Any, text: str) -> UserTurn:
-        return UserTurn(text=text, accepted_ids=[await accept(thread, text)])
+        return await accepted_turn(thread, text)
 
     def refuses_sends(self) -> bool:
         return self.session.refuses_sends()
@@ -245,7 +245,9 @@ class RuntimeMachine(RuleBasedStateMachine):
         for metadata in Step.objects.filter(thread_id=thread_id, type="user_message").values_list(
             "metadata", flat=True
         ):
-            counts.update((metadata or {}).get("acceptedIds", []))
+            # A step lists its sends by their clients' ids; the runtime knows them by key.
+            client_ids = (metadata or {}).get("acceptedIds", [])
+            counts.update(str(AcceptedMessage.key(thread_id, uuid.UUID(i))) for i in client_ids)
         transcribed = set(
             AcceptedMessage.objects.filter(
                 thread_id=thread_id, state=AcceptedMessage.State.TRANSCRIBED
