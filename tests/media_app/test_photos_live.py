@@ -197,7 +197,7 @@ async def test_base64_photos_in_an_http_send_reach_the_engine_and_read_back_as_r
     steps = json.loads(history)["results"]
     user_entry = next(s for s in steps if s["type"] == "user_message")
     refs = image_refs(user_entry["content"])
-    key = AcceptedMessage.key(uuid.UUID(str(thread_id)), uuid.UUID(body["messageId"]))
+    key = AcceptedMessage.key(uuid.UUID(str(thread_id)), uuid.UUID(str(body["messageId"])))
     assert refs == [f"{thread_id}/{key}/{i}" for i in range(2)]
     await assert_refs_resolve(engine_server, token, refs, [gif, webp], ["image/gif", "image/webp"])
 
