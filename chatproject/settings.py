@@ -250,6 +250,10 @@ STATIC_ROOT = VAR_DIR / "static"
 CHAT_APP = os.environ.get("CHAT_APP", "sessions_app.default_app")
 # Seconds a disconnected session is kept so that a reconnect restores it.
 SESSION_TIMEOUT = float(os.environ.get("SESSION_TIMEOUT", "3600"))
+# Event replay (sessions_app.event_log): the window of each session's recent events that a
+# reconnecting client with an offset gets again; by count and by age (seconds). 0 turns it off.
+EVENT_REPLAY_MAX_EVENTS = int(os.environ.get("EVENT_REPLAY_MAX_EVENTS", "1000"))
+EVENT_REPLAY_MAX_AGE = float(os.environ.get("EVENT_REPLAY_MAX_AGE", "120"))
 # Budgets of what a client sends (sessions_app.inputs; the API uses the same message limit).
 MAX_MESSAGE_CHARS = int(os.environ.get("MAX_MESSAGE_CHARS", "100000"))
 CHAT_SETTINGS_MAX_BYTES = int(os.environ.get("CHAT_SETTINGS_MAX_BYTES", "65536"))

@@ -11,6 +11,7 @@ from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
 from sessions_app.processes import heartbeat
 from sessions_app.record_events import user_group
+from sessions_app.replay import RecoveryRefused, SessionStream, requested_offset
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
 from sessions_app.thread_bus import thread_group
 
@@ -20,11 +21,17 @@ logger = logging.getLogger(__name__)
 class ChatConsumer(SocketIOConsumer):
     live: LiveSession | None = None
     thread_group: str | None = None  # the bus of the thread this socket shows
+    # The session's numbered events, for a client that asked for offsets (``replay``).
+    stream: SessionStream | None = None
 
     def accepting_connections(self) -> bool:
         return not heartbeat.draining
 
-    async def socketio_connect(self, auth: dict[str, Any]) -> None:
+    async def socketio_connect(self, auth: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            wants_offsets, offset, pid = requested_offset(auth)
+        except RecoveryRefused as bad:
+            raise ConnectionRefused(str(bad)) from None
         if "token_user" in self.scope:
             user = self.scope["token_user"]  # type: ignore[typeddict-item]  # SocketAuthMiddleware's key
         elif "token" in auth:
@@ -37,17 +44,26 @@ class ChatConsumer(SocketIOConsumer):
             self.live = await lifecycle.connect(user, auth, self.channel_name)
         except lifecycle.Refused as refusal:
             raise ConnectionRefused(str(refusal)) from None
+        if not wants_offsets:
+            return None
+        self.stream = SessionStream(self, self.live.id)
+        await self.stream.prepare(offset, pid)
+        return {"pid": self.stream.pid}
 
     async def socketio_connected(self) -> None:
         assert self.live is not None
         local_sockets.attach(self.live.id, self)
         await self._group("add", session_group(self.live.id))
         await self._group("add", user_group(self.live.user.pk))
+        if self.stream is not None:
+            await self.stream.start()  # what it missed, before anything new
 
     async def socketio_disconnect(self) -> None:
         """Always completes: the session is marked disconnected (so it can expire) even when
         the channel layer is down."""
         live = self.live
+        if self.stream is not None:
+            self.stream.close()
         if live is None:
             return
         local_sockets.detach(live.id, self)
@@ -113,8 +129,16 @@ class ChatConsumer(SocketIOConsumer):
 
     # --- channel layer messages -------------------------------------------------------------
 
+    async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None:
+        """An event of this socket's session (``emitter``): numbered, in order and once for
+        a client that asked for offsets; as it comes for any other."""
+        if self.stream is not None:
+            await self.stream.deliver(offset, event, args)
+        else:
+            await self.emit(event, *args)
+
     async def session_emit(self, message: dict[str, Any]) -> None:
-        await self.emit(message["event"], *message["args"])
+        await self.deliver(message.get("offset"), message["event"], message["args"])
 
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):

@@ -1,8 +1,10 @@
 """Delivery of events to a session's socket, wherever that socket is.
 
-A socket held by this process gets the event directly (no channel layer on the hot path);
-otherwise the event goes to the session's group on the channel layer, which the consumer
-holding the socket in another process has joined.
+Each event is first logged with the session's next offset (``event_log``), so that a socket
+that comes back after a drop gets what it missed (``replay``). A socket held by this process
+then gets the event directly (no channel layer on the hot path); otherwise the event goes to
+the session's group on the channel layer, which the consumer holding the socket in another
+process has joined.
 """
 
 import logging
@@ -12,6 +14,8 @@ from typing import Any, Protocol, cast
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 
+from sessions_app.event_log import event_log
+
 logger = logging.getLogger(__name__)
 
 
@@ -19,6 +23,8 @@ class EmittingSocket(Protocol):
     closed: bool
 
     async def emit(self, event: str, *args: Any) -> None: ...
+
+    async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None: ...
 
     async def go_away(self) -> None: ...
 
@@ -74,13 +80,16 @@ async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None
     that is down, loses this event for this session only. Whoever emits (an engine run, a
     hook) carries on, so the run finishes and is transcribed whatever happens to a socket.
     """
+    offset = await event_log.append(session_id, event, list(args))
     socket = local_sockets.get(session_id)
     if socket is not None and not getattr(socket, "closed", False):
-        await socket.emit(event, *args)  # the consumer drops frames for a socket that went away
+        # The consumer drops frames for a socket that went away.
+        await socket.deliver(offset, event, list(args))
         return
     try:
         await cast(BaseChannelLayer, get_channel_layer()).group_send(
-            session_group(session_id), {"type": "session.emit", "event": event, "args": list(args)}
+            session_group(session_id),
+            {"type": "session.emit", "event": event, "args": list(args), "offset": offset},
         )
     except Exception as exc:
         logger.warning("event %s for session %s not delivered: %r", event, session_id, exc)

@@ -213,7 +213,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "auth must be an object"}))
             return
         try:
-            await self.socketio_connect(auth or {})
+            extra = await self.socketio_connect(auth or {})
         except ConnectionRefused as refusal:
             await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": str(refusal)}))
             return
@@ -222,7 +222,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "internal server error"}))
             return
         self.sio_sid = secrets.token_urlsafe(15)
-        await self._send_packet(sio.Packet(sio.CONNECT, {"sid": self.sio_sid}))
+        await self._send_packet(sio.Packet(sio.CONNECT, {"sid": self.sio_sid, **(extra or {})}))
         await self.socketio_connected()
 
     async def _send_packet(self, packet: sio.Packet) -> None:
@@ -261,8 +261,10 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         """False while the server shuts down: the handshake is refused."""
         return True
 
-    async def socketio_connect(self, auth: dict[str, Any]) -> None:
-        """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it."""
+    async def socketio_connect(self, auth: dict[str, Any]) -> dict[str, Any] | None:
+        """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it. What it
+        returns is added to the CONNECT answer's data (beside ``sid``)."""
+        return None
 
     async def socketio_connected(self) -> None:
         """Runs after the CONNECT answer went out."""

@@ -10,16 +10,16 @@ uses redis-py's asyncio client: no thread hop and one round trip per send.
 Redis being down must not fail a send: the bucket then lets it through and logs a warning.
 """
 
-import asyncio
 import logging
 import threading
 import time
-import weakref
 from dataclasses import dataclass
 
 import redis
 import redis.asyncio
 from django.conf import settings
+
+from threads_app.redis_clients import RedisClients
 
 logger = logging.getLogger(__name__)
 
@@ -83,50 +83,22 @@ class _MemoryBuckets:
             self._buckets.clear()
 
 
-class _RedisBuckets:
-    """Both redis-py clients: the asyncio one is bound to its event loop, so one per loop."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._lock = threading.Lock()
-        self._sync: redis.Redis | None = None
-        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def sync_client(self) -> "redis.Redis":
-        with self._lock:
-            if self._sync is None:
-                self._sync = redis.Redis.from_url(self.url, socket_timeout=2, socket_connect_timeout=2)
-            return self._sync
-
-    def async_client(self) -> "redis.asyncio.Redis":
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            client = self._async.get(loop)
-            if client is None:
-                client = self._async[loop] = redis.asyncio.Redis.from_url(
-                    self.url, socket_timeout=2, socket_connect_timeout=2
-                )
-            return client
-
-
 class TokenBucket:
     """The buckets of one budget (``name``), one per key (a user)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._memory = _MemoryBuckets()
-        self._redis: _RedisBuckets | None = None
+        self._redis: RedisClients | None = None
         self._lock = threading.Lock()
 
-    def _backend(self) -> _RedisBuckets | None:
+    def _backend(self) -> RedisClients | None:
         url = getattr(settings, "REDIS_URL", "")
         if not url:
             return None
         with self._lock:
             if self._redis is None or self._redis.url != url:
-                self._redis = _RedisBuckets(url)
+                self._redis = RedisClients(url)
             return self._redis
 
     def _key(self, key: str) -> str:

@@ -14,6 +14,7 @@ Most tests run the engine runtime (``tests.apps.web_app``); one runs a hooks-API
 """
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -56,8 +57,13 @@ PAGE_PROBES = """
 window.__sockets = [];
 window.__sent = [];
 const NativeWebSocket = window.WebSocket;
+// While __blockSockets is set, new sockets go to a closed port (the network is down).
+window.__blockSockets = false;
 window.WebSocket = class extends NativeWebSocket {
-  constructor(...args) { super(...args); window.__sockets.push(this); }
+  constructor(url, ...rest) {
+    super(window.__blockSockets ? String(url).replace(location.host, "127.0.0.1:9") : url, ...rest);
+    window.__sockets.push(this);
+  }
   send(data) { window.__sent.push(String(data)); return super.send(data); }
 };
 window.__duplicates = [];
@@ -153,6 +159,25 @@ class Chat:
 
     async def drop_socket(self) -> None:
         await self.page.evaluate("window.__sockets.at(-1).close()")
+
+    async def drop_network(self, seconds: float) -> None:
+        """Close the socket and let no new one through for ``seconds``."""
+        await self.page.evaluate("window.__blockSockets = true; window.__sockets.at(-1).close()")
+        await asyncio.sleep(seconds)
+        await self.page.evaluate("window.__blockSockets = false")
+
+    def record_history_reads(self) -> list[str]:
+        """URLs of the transcript reads (history, bootstrap) the page makes from now on."""
+        reads: list[str] = []
+        self.page.on(
+            "request",
+            lambda request: (
+                reads.append(request.url)
+                if "/history" in request.url or "/bootstrap" in request.url
+                else None
+            ),
+        )
+        return reads
 
     async def reload(self) -> None:
         await self.page.reload()
@@ -517,6 +542,69 @@ async def test_a_dropped_socket_reconnects_without_duplicates_or_a_second_greeti
     await chat.reload()
     await expect(chat.messages).to_have_count(len(expected))
     assert await chat.transcript() == expected
+    await chat.assert_clean()
+
+
+@pytest.fixture
+async def open_lifecycle_chat(browser: Browser, server):
+    """The lifecycle test app (a hooks-API app whose ``slowstream N S`` streams slowly)."""
+    async for open_page in _page_opener(browser, server.url):
+        yield open_page
+
+
+async def watch_stream(chat: Chat, reply: str) -> list[str]:
+    """Every text the streaming reply showed until it finished (sampled every 20 ms)."""
+    seen: list[str] = []
+    body = chat.streaming.locator(".msg-body")
+    while await chat.streaming.count():
+        with contextlib.suppress(Exception):
+            seen.append((await body.inner_text(timeout=500)).strip())
+        await asyncio.sleep(0.02)
+    await chat.wait_reply(reply)
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["engine", "hooks"])
+async def test_a_two_second_drop_mid_reply_misses_no_token_and_reads_no_history(
+    open_chat, open_lifecycle_chat, make_user, kind
+):
+    if kind == "engine":
+        chat = await open_chat()
+        words = " ".join(f"w{i}" for i in range(40))
+        message, reply = f"!slow 0.1\n{words}", f"Echo #1: {words}"
+    else:
+        chat = await open_lifecycle_chat()
+        message, reply = "slowstream 40 0.1", " ".join(f"t{i}" for i in range(40))
+    await chat.sign_in(make_user())
+    await chat.send(message)
+    await expect(chat.streaming).to_have_count(1)
+    await expect(chat.streaming.locator(".msg-body")).to_contain_text("w3" if kind == "engine" else "t3")
+    reads = chat.record_history_reads()
+
+    await chat.drop_network(2)
+    seen = await watch_stream(chat, reply)
+
+    # Back before the reply ended: the tokens sent while the page was away were replayed, so
+    # every text it showed is the start of the reply, with nothing missing in between.
+    assert seen, "the reply had ended before the page was back"
+    assert all(reply.startswith(text) for text in seen), [t for t in seen if not reply.startswith(t)][:1]
+    assert reads == [], f"the page read the history after the drop: {reads}"
+    await chat.assert_clean()
+
+
+async def test_a_reload_mid_reply_shows_the_reply_from_its_first_token(open_chat, make_user):
+    chat = await open_chat()
+    await chat.sign_in(make_user())
+    words = " ".join(f"w{i}" for i in range(60))
+    await chat.send(f"!slow 0.1\n{words}")
+    await expect(chat.streaming.locator(".msg-body")).to_contain_text("w5")
+    await expect(chat.page).to_have_url(THREAD_URL)
+
+    await chat.reload()
+    # Still streaming, and from the first token: what streamed before the reload is there.
+    await expect(chat.streaming.locator(".msg-body")).to_contain_text("Echo #1: w0 w1 w2 w3 w4 w5")
+    seen = await watch_stream(chat, f"Echo #1: {words}")
+    assert all(f"Echo #1: {words}".startswith(text) for text in seen)
     await chat.assert_clean()
 
 

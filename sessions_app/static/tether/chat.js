@@ -297,14 +297,37 @@ async function catchUp() {
 
 // --- the socket -----------------------------------------------------------------------------
 
+// Event offsets (the server's replay): every session event carries its offset as a last
+// argument. socket.io-client keeps the last one and, reconnecting, asks for what came after it
+// (`socket.recovered` says whether the server still had all of it). A reload loses that, so
+// the offset just before the turn in progress is kept in the tab's storage: the reloaded page
+// asks for the turn again and shows its reply from the first token.
+const OFFSET_PREFIX = "tether.turn-offset.";
+let replayTurnOnConnect = true;
+
+function authPayload() {
+  const auth = { sessionId: state.sessionId, threadId: state.threadId ?? "", clientType: "webapp", offsets: true };
+  const turnStart = storage("get", OFFSET_PREFIX + state.sessionId);
+  if (replayTurnOnConnect && turnStart) auth.offset = turnStart;
+  replayTurnOnConnect = false;
+  return auth;
+}
+
 const socket = io({
   path: "/ws/socket.io",
   transports: ["websocket"],
   // Called on every (re)connect: a reconnect restores the same session.
-  auth: (send) => send({ sessionId: state.sessionId, threadId: state.threadId ?? "", clientType: "webapp" }),
+  auth: (send) => send(authPayload()),
 });
 let connectedBefore = false;
 let leaving = false;
+
+socket.onAny((event, ...args) => {
+  const offset = args.at(-1);
+  if (typeof offset !== "string" || !/^\d+$/.test(offset)) return;
+  if (event === "task_start") storage("set", OFFSET_PREFIX + state.sessionId, String(Number(offset) - 1));
+  if (event === "task_end") storage("remove", OFFSET_PREFIX + state.sessionId);
+});
 
 function showBanner(text, action) {
   dom.bannerText.textContent = text;
@@ -325,7 +348,8 @@ function hideBanner() {
 socket.on("connect", () => {
   hideBanner();
   socket.emit("connection_successful");
-  if (connectedBefore) catchUp();
+  // Recovered: the events missed while away were replayed; nothing to read.
+  if (connectedBefore && !socket.recovered) catchUp();
   connectedBefore = true;
   flushOutbox();
 });
