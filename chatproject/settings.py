@@ -192,8 +192,10 @@ AXES_RESET_ON_SUCCESS = True
 # Failures are recorded; a row per successful login is not needed.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_VERBOSE = False
-# Behind a reverse proxy, the client address axes keys on comes from X-Forwarded-For.
-AXES_IPWARE_PROXY_COUNT = int(os.environ["PROXY_COUNT"]) if os.environ.get("PROXY_COUNT") else None
+# Behind PROXY_COUNT reverse proxies, the client address axes keys on comes from
+# X-Forwarded-For (chatproject.client_address; axes alone would need django-ipware).
+PROXY_COUNT = int(os.environ.get("PROXY_COUNT") or 0)
+AXES_CLIENT_IP_CALLABLE = "chatproject.client_address.client_ip"
 # API tokens (rest_framework.authtoken) expire this many days after they were created;
 # 0 keeps them forever. ``manage.py revoke_tokens`` and the admin revoke them earlier.
 API_TOKEN_LIFETIME_DAYS = float(os.environ.get("API_TOKEN_LIFETIME_DAYS", "90"))

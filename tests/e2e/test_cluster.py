@@ -150,6 +150,32 @@ async def test_a_browser_signs_in_through_the_proxy(engine_cluster, make_user):
             assert chat_page.status == 200
 
 
+async def login_from(address: str, base_url: str, username: str, password: str) -> int:
+    """Sign in from the loopback ``address`` (the proxy sees it as the client); the status."""
+    connector = aiohttp.TCPConnector(local_addr=(address, 0))
+    async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        async with http.get(f"{base_url}/accounts/login/") as page:
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', await page.text())
+        assert csrf
+        async with http.post(
+            f"{base_url}/accounts/login/",
+            data={"username": username, "password": password, "csrfmiddlewaretoken": csrf[1]},
+            allow_redirects=False,
+        ) as login:
+            return login.status
+
+
+async def test_the_lockout_keys_on_the_client_address_the_proxy_forwards(engine_cluster, make_user):
+    """Every request reaches the processes from the proxy; X-Forwarded-For (PROXY_COUNT=1)
+    tells them who sent it, so wrong passwords from one client lock out that client only."""
+    victim = make_user()
+    url = engine_cluster.url
+    guesses = [await login_from("127.0.0.2", url, victim.username, f"guess-{i}") for i in range(6)]
+    assert guesses[-1] == 429
+    assert await login_from("127.0.0.2", url, victim.username, victim.raw_password) == 429
+    assert await login_from("127.0.0.1", url, victim.username, victim.raw_password) == 302
+
+
 async def test_sockets_land_on_both_processes_and_chat(engine_cluster, make_user):
     cookie = await user_cookie(engine_cluster.url, make_user())
     tabs = [ChatClient(engine_cluster.url, cookie) for _ in range(TABS)]
