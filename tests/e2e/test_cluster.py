@@ -150,6 +150,27 @@ async def test_a_browser_signs_in_through_the_proxy(engine_cluster, make_user):
             assert chat_page.status == 200
 
 
+async def test_body_limits_through_the_proxy(engine_cluster):
+    """A body within an endpoint's budget reaches Tether (nginx buffers it under the work
+    directory), one just over it gets Tether's own 413, one far over it nginx's, unread."""
+    upload = f"{engine_cluster.url}/api/uploads/"
+    headers = {"Authorization": "Token not-a-token", "Content-Type": "application/octet-stream"}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(upload, data=b"x" * 3_000_000, headers=headers) as within:
+            assert within.status == 401  # Tether read it and wants a real token
+        async with http.post(upload, data=b"x" * 10_300_000, headers=headers) as just_over:
+            assert just_over.status == 413
+            assert (await just_over.json())["detail"].startswith("The request body is over 10.1 MB")
+        async with http.post(upload, data=b"x" * 12_000_000, headers=headers, expect100=True) as far_over:
+            assert far_over.status == 413
+            assert await far_over.json() == {"detail": "The request body is too large for this server."}
+        async with http.post(
+            f"{engine_cluster.url}/api/threads/", data=b"x" * 2_000_000, headers=headers, expect100=True
+        ) as api:
+            assert api.status == 413  # 1 MB for everything else
+            assert await api.json() == {"detail": "The request body is too large for this server."}
+
+
 async def login_from(address: str, base_url: str, username: str, password: str) -> int:
     """Sign in from the loopback ``address`` (the proxy sees it as the client); the status."""
     connector = aiohttp.TCPConnector(local_addr=(address, 0))
