@@ -538,7 +538,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Start the cluster, supervise it until SIGINT or SIGTERM, drain it; the exit status."""
+    """Start the cluster, supervise it until SIGINT, SIGTERM or SIGHUP, drain it; the exit status."""
     args = parse_args(argv)
     cluster = Cluster(
         processes=args.processes,
@@ -560,8 +560,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     def on_signal(signum: int, _frame: object) -> None:
         cluster.request_stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # SIGHUP too: a closed terminal would end the supervisor and leave the processes running
+    # (they are in process groups of their own).
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, on_signal)
     try:
         cluster.start()
     except StartInterrupted:
