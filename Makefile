@@ -1,5 +1,6 @@
 # Tether: `make run` serves the embedded defaults on http://127.0.0.1:8000, `make test` runs
-# the whole suite (against PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set).
+# the whole suite (against PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set),
+# `make cluster` runs PROCESSES daphne processes behind nginx on PORT.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -12,8 +13,9 @@ DEMO_PASSWORD ?= demo-password
 # resume_thread payload is bigger. Inbound frames are still limited by SOCKETIO_MAX_PAYLOAD.
 WS_MAX_MESSAGE ?= 33554432
 DAPHNE_ARGS ?= --websocket-max-message-size $(WS_MAX_MESSAGE) --websocket-max-frame-size $(WS_MAX_MESSAGE)
+PROCESSES ?= 2
 
-.PHONY: install run test test-fast lint format bench
+.PHONY: install run cluster test test-fast lint format bench
 
 $(BIN)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,17 @@ run: install
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
 	$(BIN)/daphne $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
+
+# PROCESSES daphne processes (with DAPHNE_ARGS, as above) on PORT+1... behind nginx on PORT,
+# supervised by chatproject/cluster.py; Ctrl-C drains them, then stops nginx. Needs
+# DATABASE_URL (PostgreSQL) and REDIS_URL, which the processes share, and nginx (Debian:
+# apt-get install nginx-light); the first step says what is missing. Files go to var/cluster/.
+cluster: install
+	$(BIN)/python -m chatproject.cluster --check
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
+	@echo "Sign in as $(DEMO_USER) / $(DEMO_PASSWORD)"
+	$(BIN)/python -m chatproject.cluster --processes $(PROCESSES) --host $(HOST) --port $(PORT) -- $(DAPHNE_ARGS)
 
 test: install
 	$(BIN)/pytest

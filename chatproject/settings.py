@@ -192,8 +192,10 @@ AXES_RESET_ON_SUCCESS = True
 # Failures are recorded; a row per successful login is not needed.
 AXES_DISABLE_ACCESS_LOG = True
 AXES_VERBOSE = False
-# Behind a reverse proxy, the client address axes keys on comes from X-Forwarded-For.
-AXES_IPWARE_PROXY_COUNT = int(os.environ["PROXY_COUNT"]) if os.environ.get("PROXY_COUNT") else None
+# Behind PROXY_COUNT reverse proxies, the client address axes keys on comes from
+# X-Forwarded-For (chatproject.client_address; axes alone would need django-ipware).
+PROXY_COUNT = int(os.environ.get("PROXY_COUNT") or 0)
+AXES_CLIENT_IP_CALLABLE = "chatproject.client_address.client_ip"
 # API tokens (rest_framework.authtoken) expire this many days after they were created;
 # 0 keeps them forever. ``manage.py revoke_tokens`` and the admin revoke them earlier.
 API_TOKEN_LIFETIME_DAYS = float(os.environ.get("API_TOKEN_LIFETIME_DAYS", "90"))
@@ -276,6 +278,9 @@ ENGINE_SESSIONS_PER_PROCESS = int(os.environ.get("ENGINE_SESSIONS_PER_PROCESS", 
 # SIGTERM: seconds a stopping process gives running turns to finish before it ends them
 # with an error step (sessions_app.shutdown).
 SHUTDOWN_GRACE = float(os.environ.get("SHUTDOWN_GRACE", "10"))
+# Seconds each check of ``GET /readyz`` (database, Redis) may take before it counts as failed
+# (chatproject.health); a balancer's probe timeout should be longer.
+READINESS_TIMEOUT = float(os.environ.get("READINESS_TIMEOUT", "2"))
 # Keep the user's ``env`` in the persisted user session (off: it is replaced by {}).
 PERSIST_USER_ENV = _env_bool("PERSIST_USER_ENV", False)
 # Engine.IO transport settings, announced to clients in the open packet.
@@ -336,6 +341,8 @@ WEBHOOK_TIMEOUT = float(os.environ.get("WEBHOOK_TIMEOUT", "10"))
 # and strip it from clients), or SECURE_SSL_REDIRECT=0 when the proxy redirects itself.
 if PRODUCTION:
     SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
+    # Balancers probe each process over plain HTTP on its own port: answer them, not a redirect.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     if _env_bool("SECURE_PROXY_SSL_HEADER", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))

@@ -5,11 +5,14 @@ from django.urls import include, path
 from django.views.defaults import page_not_found
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatproject import views
+from chatproject import health, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("thread/<uuid:thread_id>/", views.thread_page, name="thread"),
+    # Liveness and readiness of this process, for balancers (chatproject.health).
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

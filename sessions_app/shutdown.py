@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 POLL = 0.05
 
 
+def is_draining() -> bool:
+    """True once a graceful shutdown began: new sockets are refused and ``/readyz`` answers
+    503, so a balancer sends nothing new here while the process finishes its work."""
+    return heartbeat.draining
+
+
 def _busy() -> bool:
     for pool in pools.all():
         if any(s.is_busy() for s in pool.chat_sessions.values()):
