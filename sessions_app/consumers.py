@@ -129,6 +129,10 @@ class ChatConsumer(SocketIOConsumer):
 
     # --- channel layer messages -------------------------------------------------------------
 
+    @property
+    def wants_offsets(self) -> bool:
+        return self.stream is not None
+
     async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None:
         """An event of this socket's session (``emitter``): numbered, in order and once for
         a client that asked for offsets; as it comes for any other."""

@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 class EmittingSocket(Protocol):
     closed: bool
 
+    @property
+    def wants_offsets(self) -> bool: ...
+
     async def emit(self, event: str, *args: Any) -> None: ...
 
     async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None: ...
@@ -80,12 +83,14 @@ async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None
     that is down, loses this event for this session only. Whoever emits (an engine run, a
     hook) carries on, so the run finishes and is transcribed whatever happens to a socket.
     """
-    offset = await event_log.append(session_id, event, list(args))
     socket = local_sockets.get(session_id)
     if socket is not None and not getattr(socket, "closed", False):
-        # The consumer drops frames for a socket that went away.
-        await socket.deliver(offset, event, list(args))
+        # A socket here that did not ask for offsets keeps no offset to come back with: its
+        # events need no log (a socket elsewhere, or none, may have asked: those are logged).
+        offset = await event_log.append(session_id, event, list(args)) if socket.wants_offsets else None
+        await socket.deliver(offset, event, list(args))  # dropped if the socket went away
         return
+    offset = await event_log.append(session_id, event, list(args))
     try:
         await cast(BaseChannelLayer, get_channel_layer()).group_send(
             session_group(session_id),
