@@ -10,11 +10,12 @@ import functools
 import os
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from tests.apps.web_app import GREETING
 from tests.support.client import user_cookie
 from tests.support.offset_client import OffsetClient
 from tests.support.server import LiveServer
@@ -23,17 +24,24 @@ pytestmark = [pytest.mark.two_process, pytest.mark.django_db(transaction=True)]
 
 SESSIONS = 100
 RECONNECTS = 20
-TOKENS = 4
-REPLY = "".join(f"t{i} " for i in range(TOKENS))
-MESSAGE = f"slowstream {TOKENS} 0.03"
+WORDS = "w0 w1 w2 w3"
+# What each kind of app is sent, and the reply it streams to the n-th message (from 1).
+MESSAGES = {"hooks": "slowstream 4 0.03", "engine": f"!slow 0.03\n{WORDS}"}
+REPLIES: dict[str, Callable[[int], str]] = {
+    "hooks": lambda n: "t0 t1 t2 t3 ",
+    "engine": lambda n: f"Echo #{n}: {WORDS}",
+}
+APPS = {"hooks": "tests.apps.lifecycle_app", "engine": "tests.apps.web_app"}
 
 
-@pytest.fixture(scope="module")
-def storm_pair(server_factory) -> Iterator[tuple[LiveServer, LiveServer]]:
+@pytest.fixture(scope="module", params=["hooks", "engine"])
+def storm_pair(request, server_factory, tmp_path_factory) -> Iterator[tuple[str, LiveServer, LiveServer]]:
+    kind = str(request.param)
     hook_log = server_factory.workdir / f"storm-hooks-{os.urandom(3).hex()}.jsonl"
-    a = server_factory.start(hook_log=hook_log)
-    b = server_factory.start(hook_log=hook_log)
-    yield a, b
+    env = {"CHAT_APP": APPS[kind], "ECHO_STATE_DIR": str(tmp_path_factory.mktemp("storm-echo"))}
+    a = server_factory.start(hook_log=hook_log, **env)
+    b = server_factory.start(hook_log=hook_log, **env)
+    yield kind, a, b
     a.stop()
     b.stop()
 
@@ -42,8 +50,9 @@ def started(client: OffsetClient, count: int) -> bool:
     return len(replies(client)) >= count
 
 
-def whole(client: OffsetClient, count: int) -> bool:
-    return sum(text == REPLY for text in replies(client).values()) >= count
+def whole(client: OffsetClient, kind: str, count: int) -> bool:
+    texts = list(replies(client).values())
+    return len(texts) >= count and all(text == REPLIES[kind](n) for n, text in enumerate(texts[:count], 1))
 
 
 def replies(client: OffsetClient) -> dict[str, str]:
@@ -56,35 +65,35 @@ def replies(client: OffsetClient) -> dict[str, str]:
 
 
 async def storm_one(
-    index: int, servers: tuple[LiveServer, LiveServer], cookie: str, rng: random.Random
+    kind: str, index: int, servers: tuple[LiveServer, LiveServer], cookie: str, rng: random.Random
 ) -> OffsetClient:
     client = OffsetClient(servers[index % 2].url, cookie)
     await client.connect()
     for round_ in range(RECONNECTS):
-        await client.send(MESSAGE)
+        await client.send(MESSAGES[kind])
         sent = round_ + 1
         if rng.random() < 0.5:
             # Mid-reply: after the first token of this reply, a random moment into it.
             await client.wait(functools.partial(started, client, sent), timeout=60)
             await asyncio.sleep(rng.uniform(0, 0.08))
         else:
-            await client.wait(functools.partial(whole, client, sent), timeout=60)
+            await client.wait(functools.partial(whole, client, kind, sent), timeout=60)
             await asyncio.sleep(rng.uniform(0, 0.05))
         await client.close()
         client.url = servers[(index + round_ + 1) % 2].url  # the other process
         await client.connect()
-    await client.wait(functools.partial(whole, client, RECONNECTS), timeout=90)
+    await client.wait(functools.partial(whole, client, kind, RECONNECTS), timeout=90)
     return client
 
 
 async def test_a_reconnect_storm_across_two_processes_loses_and_repeats_no_event(storm_pair, make_user):
-    a, b = storm_pair
+    kind, a, b = storm_pair
     users = [make_user() for _ in range(10)]
     cookies = [await user_cookie(a.url, user) for user in users]
     rng = random.Random(20261130)
     clients = await asyncio.gather(
         *(
-            storm_one(i, (a, b), cookies[i % len(cookies)], random.Random(rng.random()))
+            storm_one(kind, i, (a, b), cookies[i % len(cookies)], random.Random(rng.random()))
             for i in range(SESSIONS)
         )
     )
@@ -99,14 +108,22 @@ async def test_a_reconnect_storm_across_two_processes_loses_and_repeats_no_event
         assert len(client.recoveries) == RECONNECTS + 1
         assert all(r["recovered"] for r in client.recoveries[1:]), client.recoveries
         texts = list(replies(client).values())
-        assert texts == [REPLY] * RECONNECTS, texts
+        assert texts == [REPLIES[kind](n) for n in range(1, RECONNECTS + 1)], texts
     assert not gaps, f"{len(gaps)} sessions saw a gap or a duplicate: {list(gaps.items())[:3]}"
 
-    starts = Counter(h["session"] for h in a.hooks(hook="on_chat_start"))
+    if kind == "hooks":  # both processes log to one file
+        starts = Counter(h["session"] for h in a.hooks(hook="on_chat_start"))
+        answered = Counter(h["session"] for h in a.hooks(hook="on_message"))
+        assert all(answered[c.session_id] == RECONNECTS for c in clients)
+    else:  # the app greets when a chat starts
+        starts = Counter(
+            c.session_id
+            for c in clients
+            for e, data, _ in c.events
+            if e == "new_message" and data["output"] == GREETING
+        )
     assert all(starts[c.session_id] == 1 for c in clients), [
         c.session_id for c in clients if starts[c.session_id] != 1
     ][:3]
-    answered = Counter(h["session"] for h in a.hooks(hook="on_message"))
-    assert all(answered[c.session_id] == RECONNECTS for c in clients)
     for client in clients:
         await client.close()

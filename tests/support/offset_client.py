@@ -36,6 +36,7 @@ class OffsetClient:
             self.events.append((event, args[0] if args else None, offset))
 
         sio.on("*", record)
+        recoveries = len(self.recoveries)
         auth: dict[str, Any] = {"sessionId": self.session_id, "offsets": True}
         if self.offset is not None:
             auth["offset"] = self.offset
@@ -48,12 +49,14 @@ class OffsetClient:
             socketio_path="/ws/socket.io",
             wait_timeout=10,
         )
+        # The server says first whether it replayed what this client missed.
+        await self.wait(lambda: len(self.recoveries) > recoveries, timeout=30)
         await sio.emit("connection_successful")
 
     async def send(self, text: str) -> dict[str, Any]:
         assert self.sio is not None
         answer: dict[str, Any] = await self.sio.call(
-            "client_message", {"message": {"id": str(uuid.uuid4()), "output": text}}, timeout=10
+            "client_message", {"message": {"id": str(uuid.uuid4()), "output": text}}, timeout=30
         )
         return answer
 
