@@ -41,7 +41,7 @@ class OffsetSocket(Protocol):
 
 def requested_offset(auth: dict[str, Any]) -> tuple[bool, int | None, str | None]:
     """``(wants offsets, the offset to resume after or None, the client's pid)``."""
-    wants = auth.get("offsets") is True or "pid" in auth
+    wants = auth.get("offsets") is True or "pid" in auth or "offset" in auth
     offset, pid = auth.get("offset"), auth.get("pid")
     if pid is not None and not isinstance(pid, str):
         raise RecoveryRefused("pid must be a string")
