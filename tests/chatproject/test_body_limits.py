@@ -93,6 +93,19 @@ async def test_a_body_within_the_budget_passes_untouched(settings):
     assert inner.body == b"x" * 500 + b"y" * 500 and sent[0]["status"] == 200
 
 
+async def test_a_json_body_over_its_shape_budget_is_cut_at_the_chunk_that_shows_it(settings):
+    settings.JSON_MAX_CONTAINERS = 100
+    chunks = [b"[" + b"[]," * 30, b"[]," * 30, b"[]," * 30, b"[]," * 30, b"[]]"]
+    json_type = [(b"content-type", b"application/json; charset=utf-8")]
+    inner, sent = await call("/api/chat/send", chunks, json_type)
+    assert inner.aborted and inner.body == b"".join(chunks[:3])  # the 4th chunk crossed it
+    assert sent[0]["status"] == 400
+    assert json.loads(sent[1]["body"]) == {"detail": "The JSON body holds more than 100 arrays and objects."}
+    # The same bytes as another type are not JSON to the API: not measured here.
+    inner, sent = await call("/api/chat/send", chunks, [(b"content-type", b"text/plain")])
+    assert inner.body == b"".join(chunks) and sent[0]["status"] == 200
+
+
 # --- against a real daphne ----------------------------------------------------------------------
 
 
