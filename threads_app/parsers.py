@@ -13,6 +13,7 @@ budget, and measured the shape of JSON bodies as they arrived, before this reads
 checks here also hold for in-process callers.
 """
 
+import codecs
 import json
 from typing import Any
 
@@ -47,12 +48,26 @@ def check_shape(raw: bytes) -> None:
         raise ParseError(str(exc)) from None
 
 
+def check_utf8(encoding: str) -> None:
+    """JSON is UTF-8 (RFC 8259). The shape is measured on the bytes, which in another encoding
+    can say otherwise than the text: in UTF-16 a character can carry a quote byte, after
+    which the measure takes the rest for a string and would let 10 MB of ``[],`` through."""
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    if not utf8:
+        raise ParseError(f"JSON bodies must be UTF-8, not {encoding}.")
+
+
 def load_bounded(raw: bytes, encoding: str = "utf-8") -> Any:
-    """``raw`` parsed as JSON once its shape passed ``check_shape``; a ``ParseError`` otherwise."""
+    """``raw`` (in ``encoding``, the request's charset) parsed as JSON once it is UTF-8 and its
+    shape passed ``check_shape``; a ``ParseError`` otherwise."""
+    check_utf8(encoding)
     check_shape(raw)
     parse_constant = drf_json.strict_constant if api_settings.STRICT_JSON else None
     try:
-        return json.loads(raw.decode(encoding), parse_constant=parse_constant)
+        return json.loads(raw.decode("utf-8"), parse_constant=parse_constant)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"JSON parse error - {exc}") from None
 

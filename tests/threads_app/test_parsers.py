@@ -68,6 +68,21 @@ def test_a_100k_deep_body_is_a_json_400_on_every_json_endpoint(api, user, method
     assert response.json()["detail"] == "The JSON body is nested deeper than 32 levels."
 
 
+@pytest.mark.parametrize("charset", ["utf-16", "shift_jis"])
+def test_a_json_body_in_another_encoding_is_refused(api, user, charset):
+    """Before: honoured, so a UTF-16 character holding a quote byte (U+225B) made the byte-level
+    shape measure take what followed for a string, nesting and all."""
+    thread = Thread.objects.create(owner=user, box=default_box_for(user), name="t")
+    body = ('{"name": "\u225b", "x": ' + "[" * 40 + "]" * 40 + "}").encode("utf-16")
+    response = api.patch(
+        f"/api/threads/{thread.pk}/", body, content_type=f"application/json; charset={charset}"
+    )
+    assert response.status_code == 400
+    assert response.json() == {"detail": f"JSON bodies must be UTF-8, not {charset}."}
+    ok = api.patch(f"/api/threads/{thread.pk}/", {"name": "renamed"}, format="json")
+    assert ok.status_code == 200  # no charset, or utf-8: parsed as before
+
+
 def test_a_nested_send_is_refused_before_validation(api, settings):
     settings.JSON_MAX_DEPTH = 8
     nested = {"messageId": str(uuid.uuid4()), "message": "hi", "extra": [[[[[[[[[]]]]]]]]]}
