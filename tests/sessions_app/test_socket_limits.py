@@ -99,6 +99,8 @@ async def test_one_send_budget_for_the_socket_and_the_api(limited_server, make_u
     [
         ({"userEnv": '{"key": "a\\u0000b"}'}, "userEnv must not contain NUL characters"),
         ({"userEnv": '{"key": "' + "x" * 20_000 + '"}'}, "the limit is 16384"),
+        ({"userEnv": "[" + "[]," * 300_000 + "[]]"}, "the limit is 16384 bytes"),  # not parsed
+        ({"userEnv": "[" * 50_000}, "nested deeper than 32 levels"),  # was a RecursionError
         ({"chatProfile": "p\x00"}, "chatProfile must not contain NUL characters"),
     ],
 )
