@@ -172,6 +172,31 @@ async def test_bodies_of_empty_arrays_are_refused_and_cost_others_nothing(
 
 @pytest.mark.abuse
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.xfail(
+    reason="known limit: a send body is parsed whole before its message is found too long (photos "
+    "travel inline, so the body budget is 134 MB); json.loads of 10 MB holds the GIL about 25 ms "
+    "on the request thread, and other users wait about 3x as long",
+    strict=False,
+)
+async def test_a_10_mb_message_is_refused_for_its_length_and_costs_others_nothing(limits_server, make_user):
+    """A body of an ordinary shape holding one 10 MB string. Before, DRF's surrogate check also
+    read every character in Python (half a second, holding the GIL) before the length refused
+    it, and another user's round trips took 7x as long; now 3x (the reason above)."""
+    message = b'{"messageId": "%s", "message": "%s"}' % (str(uuid.uuid4()).encode(), b"x" * 10_000_000)
+    send = json_post(limits_server, "/api/chat/send", message, await api_token(make_user()))
+
+    async def flood() -> None:
+        status, answer = await send()
+        assert status == 400 and answer == {
+            "message": ["Ensure this field has no more than 100000 characters."]
+        }
+
+    async with latency_probe(limits_server, make_user()) as probe:
+        await assert_others_unaffected(probe, paced(flood, nbytes=len(message)), "10 MB messages")
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
 async def test_100k_deep_bodies_are_a_json_400_and_cost_others_nothing(limits_server, make_user):
     token = await api_token(make_user())
     deep = b"[" * 100_000 + b"]" * 100_000
