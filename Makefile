@@ -30,7 +30,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
-	$(BIN)/daphne $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
+	$(BIN)/python -m chatproject.serve $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
 
 # PROCESSES daphne processes (with DAPHNE_ARGS, as above) on PORT+1... behind nginx on PORT,
 # supervised by chatproject/cluster.py; Ctrl-C drains them, then stops nginx. Needs

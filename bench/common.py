@@ -237,7 +237,16 @@ class Daphne:
         launcher = ["-m", "cProfile", "-o", str(profile_to)] if profile_to else []
         self.process = subprocess.Popen(
             [
-                *(sys.executable, *launcher, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)),
+                *(
+                    sys.executable,
+                    *launcher,
+                    "-m",
+                    "chatproject.serve",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                ),
                 *(args or []),
                 app,
             ],

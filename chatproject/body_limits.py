@@ -4,7 +4,11 @@ Django's ASGI handler copies every request body into a temporary file before the
 whatever its size; the parsers' caps come after that. This middleware answers ``413`` with a
 JSON ``{"detail"}`` as soon as a body is known to be over its endpoint's budget: at once
 when the ``Content-Length`` says so, else as the bytes arrive (a chunked or lying body is cut
-off at the budget and Django is told the client left).
+off at the budget and Django is told the client left). A JSON body's shape (arrays and
+objects, nesting: ``threads_app.json_shape``) is measured the same way, chunk by chunk, and
+one over its budget is answered ``400`` at the chunk that shows it: 10 MB of ``[],`` costs
+the server its first few kilobytes, not a copy to disk, a read back and a scan of all of it
+with the GIL held, which kept every socket of the process waiting.
 
 Budgets, by path (settings, read per request so tests can change them):
 
@@ -22,6 +26,8 @@ from django.conf import settings
 
 from media_app import images, parsers
 from media_app.api import MULTIPART_SLACK
+from threads_app import json_shape
+from threads_app import parsers as json_parsers
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -40,24 +46,39 @@ def limit_for(path: str) -> int:
     return int(settings.MAX_REQUEST_BODY_BYTES)
 
 
-def _declared_length(scope: Scope) -> int | None:
+def _header(scope: Scope, wanted: bytes) -> bytes | None:
     for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+        if name == wanted:
+            return bytes(value)
     return None
 
 
-async def _refuse(send: Send, limit: int) -> None:
-    body = json.dumps(
-        {"detail": f"The request body is over {images.human_size(limit)}, the limit of this endpoint."}
-    ).encode()
+def _declared_length(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _json_shape(scope: Scope) -> json_shape.JsonShape | None:
+    """A shape measure for a body the API will parse as JSON, else None."""
+    content_type = _header(scope, b"content-type") or b""
+    if content_type.split(b";")[0].strip().lower() != b"application/json":
+        return None
+    return json_parsers.shape()
+
+
+def _too_big(limit: int) -> str:
+    return f"The request body is over {images.human_size(limit)}, the limit of this endpoint."
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 413,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
@@ -81,22 +102,31 @@ class BodyLimitMiddleware:
         limit = limit_for(scope.get("path", ""))
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
-            await _refuse(send, limit)
+            await _refuse(send, 413, _too_big(limit))
             return
+        shape = _json_shape(scope)
         received = 0
-        over = False
+        refusal: tuple[int, str] | None = None
 
-        async def counted_receive() -> Message:
-            nonlocal received, over
+        async def measured_receive() -> Message:
+            nonlocal received, refusal
             message = await receive()
-            if message["type"] == "http.request" and not over:
-                received += len(message.get("body", b""))
-                if received > limit:
-                    over = True
-                    # Django stops reading and answers nothing; the refusal follows below.
-                    return {"type": "http.disconnect"}
+            if message["type"] != "http.request" or refusal is not None:
+                return message
+            body = message.get("body", b"")
+            received += len(body)
+            if received > limit:
+                refusal = (413, _too_big(limit))
+            elif shape is not None:
+                try:
+                    shape.feed(body)
+                except json_shape.ShapeError as exc:
+                    refusal = (400, str(exc))
+            if refusal is not None:
+                # Django stops reading and answers nothing; the refusal follows below.
+                return {"type": "http.disconnect"}
             return message
 
-        await self.app(scope, counted_receive, send)
-        if over:
-            await _refuse(send, limit)
+        await self.app(scope, measured_receive, send)
+        if refusal is not None:
+            await _refuse(send, *refusal)

@@ -334,7 +334,7 @@ class Cluster:
         command = [
             sys.executable,
             "-m",
-            "daphne",
+            "chatproject.serve",  # daphne's command line with Tether's WebSocket options
             *self.daphne_args,
             "-b",
             "127.0.0.1",

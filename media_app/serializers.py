@@ -5,6 +5,7 @@ from typing import Any
 from rest_framework import serializers
 
 from media_app import images
+from threads_app.serializers import TextField
 
 
 class UploadRequestSerializer(serializers.Serializer[Any]):
@@ -45,7 +46,7 @@ class ImageInputSerializer(serializers.Serializer[Any]):
         help_text="Optional; when given it must match what the data is (read from its first bytes).",
     )
     # The metaclass takes declared fields off the class: ``.data`` is still the property.
-    data = serializers.CharField(trim_whitespace=False, help_text="Standard base64, padded.")  # type: ignore[assignment]
+    data = TextField(trim_whitespace=False, help_text="Standard base64, padded.")  # type: ignore[assignment]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -5,6 +5,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.conf import settings
+
 from sessions_app import lifecycle
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
@@ -17,6 +19,11 @@ from sessions_app.thread_bus import thread_group
 
 logger = logging.getLogger(__name__)
 
+# Room in a frame for the packet around an event's payload (type, ack id, name, brackets).
+FRAME_ENVELOPE = 1024
+# Events whose payload is ignored or tiny, and names the endpoint does not serve.
+SMALL_FRAME = 4096
+
 
 class ChatConsumer(SocketIOConsumer):
     live: LiveSession | None = None
@@ -26,6 +33,19 @@ class ChatConsumer(SocketIOConsumer):
 
     def accepting_connections(self) -> bool:
         return not heartbeat.draining
+
+    def event_frame_limit(self, event: str | None) -> int:
+        """Frames bigger than their event can need are refused before they are parsed (a
+        900 KB ``chat_settings_change`` cost 2 ms of the event loop to decode, for a refusal).
+        Messages may fill ``SOCKETIO_MAX_PAYLOAD``; chat settings, stored as at most
+        ``CHAT_SETTINGS_MAX_BYTES`` of UTF-8 JSON, come in at most three times that (a client
+        may write each non-ASCII character as a six-byte escape); other events, and names
+        written with escapes (which no client does), fit in ``SMALL_FRAME``."""
+        if event in ("client_message", "edit_message"):
+            return int(self.max_payload)
+        if event == "chat_settings_change":
+            return min(int(self.max_payload), 3 * settings.CHAT_SETTINGS_MAX_BYTES + FRAME_ENVELOPE)
+        return min(int(self.max_payload), SMALL_FRAME)
 
     async def socketio_connect(self, auth: dict[str, Any]) -> dict[str, Any] | None:
         try:

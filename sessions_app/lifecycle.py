@@ -12,7 +12,6 @@ Chainlit's decision tree with its known bugs fixed by construction:
 """
 
 import asyncio
-import json
 import logging
 import math
 import uuid
@@ -124,13 +123,7 @@ def _parse_user_env(raw: Any) -> dict[str, Any]:
         return {}
     if isinstance(raw, dict):
         return raw
-    try:
-        env = json.loads(raw)
-    except (TypeError, ValueError):
-        raise Refused("userEnv must be a JSON object") from None
-    if not isinstance(env, dict):
-        raise Refused("userEnv must be a JSON object")
-    return env
+    return inputs.parse_object(raw, "userEnv", max_bytes=settings.USER_ENV_MAX_BYTES)
 
 
 # --- 4.2 connection_successful --------------------------------------------------------------

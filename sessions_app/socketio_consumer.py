@@ -38,6 +38,9 @@ CLOSE_GOING_AWAY = 4001  # RFC 6455 1001, the server is shutting down: reconnect
 ERROR_EVENT = "error"
 # A Socket.IO packet's ack id: after the type digit and an optional "/namespace,".
 ACK_ID = re.compile(r"^\d(?:/[^,]*,)?(\d+)")
+# An EVENT packet's name as written, read without parsing the packet: after the type digit, an
+# optional "/namespace," and an ack id. A name written with escapes is not read.
+EVENT_NAME = re.compile(r'2(?:/[^,]*,)?\d*\["([^"\\]*)"')
 
 
 class ConnectionRefused(Exception):
@@ -144,7 +147,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             return
         kind = text_data[0]
         if kind == "4":
-            await self._receive_socketio(text_data[1:])
+            await self._receive_socketio(text_data[1:], size)
         elif kind == "3":
             heartbeats.pong(self)
         elif kind == "2":
@@ -159,14 +162,24 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
 
     # --- Socket.IO packets ---------------------------------------------------------------
 
-    async def _receive_socketio(self, encoded: str) -> None:
+    async def _receive_socketio(self, encoded: str, size: int) -> None:
+        ack = ACK_ID.match(encoded)  # to answer a call, if it was one, without parsing the JSON
+        ack_id = int(ack.group(1)) if ack else None
+        if encoded[:1] == "2":  # an EVENT: its frame must fit its event's budget before parsing
+            named = EVENT_NAME.match(encoded)
+            event = named.group(1) if named else None
+            limit = self.event_frame_limit(event)
+            if size > limit:
+                await self.emit_error(
+                    f"frame of {size} bytes exceeds the limit of {limit} for this event",
+                    event=event,
+                    ack_id=ack_id,
+                )
+                return
         try:
             check_shape(encoded.encode("utf-8", "surrogatepass"))  # the API's JSON budgets
         except ParseError as exc:
-            ack = ACK_ID.match(encoded)  # answer the call, if it was one, without parsing the JSON
-            await self.emit_error(
-                f"malformed packet: {exc.detail}", ack_id=int(ack.group(1)) if ack else None
-            )
+            await self.emit_error(f"malformed packet: {exc.detail}", ack_id=ack_id)
             return
         try:
             packet = sio.Packet(encoded_packet=encoded)
@@ -260,6 +273,11 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     def accepting_connections(self) -> bool:
         """False while the server shuts down: the handshake is refused."""
         return True
+
+    def event_frame_limit(self, event: str | None) -> int:
+        """The largest frame, in bytes, an EVENT packet named ``event`` may come in (None: a
+        name that could not be read without parsing); bigger ones are refused unparsed."""
+        return int(self.max_payload)
 
     async def socketio_connect(self, auth: dict[str, Any]) -> dict[str, Any] | None:
         """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it. What it

@@ -31,6 +31,7 @@ from sessions_app.server_loop import run_on_server_loop
 from threads_app.models import Thread
 from threads_app.parsers import BoundedJSONParser
 from threads_app.selectors import get_owned_thread, thread_owner_id
+from threads_app.serializers import TextField
 from threads_app.services import MessageConflict, ThreadNotOwned, ensure_thread
 from threads_app.throttling import SendRateThrottle
 
@@ -70,7 +71,7 @@ def integration_thread(user: User, chosen: uuid.UUID, *, name: str) -> Thread:
 class SendRequestSerializer(serializers.Serializer[Any]):
     threadId = serializers.UUIDField(required=False, allow_null=True, help_text="Omit to start a new thread.")
     messageId = serializers.UUIDField(help_text="Client-generated; the idempotency key.")
-    message = serializers.CharField(
+    message = TextField(
         max_length=MAX_MESSAGE_CHARS,
         trim_whitespace=False,
         allow_blank=True,
@@ -162,7 +163,7 @@ RETRY_AFTER_UNAVAILABLE = "5"
 
 class IntegrationMessageSerializer(serializers.Serializer[Any]):
     messageId = serializers.UUIDField(help_text="Client-generated; the idempotency key.")
-    message = serializers.CharField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
+    message = TextField(max_length=MAX_MESSAGE_CHARS, trim_whitespace=False)
 
 
 class IntegrationAcceptedSerializer(serializers.Serializer[Any]):

@@ -2,19 +2,19 @@
 
 Python's ``json`` builds every array and object it reads, so a few megabytes of ``[],`` become
 gigabytes of lists, and a deeply nested body overflows the parser's recursion (an HTML 500).
-Before anything is parsed, the body's skeleton (the text outside strings) is measured: at
-most ``JSON_MAX_CONTAINERS`` arrays and objects, nested at most ``JSON_MAX_DEPTH`` deep. Both
-counts come from ``bytes.count`` and one regular expression, which run in C and allocate at
-most one copy of the body; a refusal is DRF's JSON 400.
+Before anything is parsed, the body's skeleton (the text outside strings) is measured
+(``threads_app.json_shape``): at most ``JSON_MAX_CONTAINERS`` arrays and objects, nested at
+most ``JSON_MAX_DEPTH`` deep, in time linear in the body; a refusal is DRF's JSON 400.
 
 This is the API's default JSON parser (``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``); an
 endpoint with a bigger body budget subclasses it (``media_app.parsers.PhotoJSONParser``). The
 ASGI layer (``chatproject.body_limits``) has already refused bodies over the endpoint's size
-budget before this reads them; the cap here also holds for in-process callers.
+budget, and measured the shape of JSON bodies as they arrived, before this reads them; the
+checks here also hold for in-process callers.
 """
 
+import codecs
 import json
-import re
 from typing import Any
 
 from django.conf import settings
@@ -24,9 +24,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.settings import api_settings
 from rest_framework.utils import json as drf_json
 
-# A JSON string, escapes included: the unrolled form runs in one tight loop per character class.
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_A_BRACKET = re.compile(rb"[^\[\]{}]")
+from threads_app import json_shape
 
 
 def max_depth() -> int:
@@ -37,34 +35,39 @@ def max_containers() -> int:
     return int(settings.JSON_MAX_CONTAINERS)
 
 
+def shape() -> json_shape.JsonShape:
+    """A measure of one JSON text against the configured budgets, to feed piece by piece."""
+    return json_shape.JsonShape(max_depth(), max_containers())
+
+
 def check_shape(raw: bytes) -> None:
     """Raise ``ParseError`` when ``raw`` holds too many arrays and objects, or nests too deep."""
-    limit_depth, limit_containers = max_depth(), max_containers()
-    # Brackets inside strings count too here: an upper bound, enough for nearly every body.
-    if raw.count(b"[") + raw.count(b"{") <= limit_depth:
-        return
-    skeleton = _STRING.sub(b"", raw)
-    containers = skeleton.count(b"[") + skeleton.count(b"{")
-    if containers > limit_containers:
-        raise ParseError(f"The JSON body holds more than {limit_containers} arrays and objects.")
-    if containers <= limit_depth:
-        return
-    brackets = _NOT_A_BRACKET.sub(b"", skeleton)
-    if len(brackets) > 2 * containers + 2:
-        raise ParseError("JSON parse error - unbalanced brackets.")
-    depth = 0
-    for byte in brackets:
-        depth += 1 if byte in b"[{" else -1
-        if depth > limit_depth:
-            raise ParseError(f"The JSON body is nested deeper than {limit_depth} levels.")
+    try:
+        json_shape.measure(raw, max_depth(), max_containers())
+    except json_shape.ShapeError as exc:
+        raise ParseError(str(exc)) from None
+
+
+def check_utf8(encoding: str) -> None:
+    """JSON is UTF-8 (RFC 8259). The shape is measured on the bytes, which in another encoding
+    can say otherwise than the text: in UTF-16 a character can carry a quote byte, after
+    which the measure takes the rest for a string and would let 10 MB of ``[],`` through."""
+    try:
+        utf8 = codecs.lookup(encoding).name == "utf-8"
+    except LookupError:
+        utf8 = False
+    if not utf8:
+        raise ParseError(f"JSON bodies must be UTF-8, not {encoding}.")
 
 
 def load_bounded(raw: bytes, encoding: str = "utf-8") -> Any:
-    """``raw`` parsed as JSON once its shape passed ``check_shape``; a ``ParseError`` otherwise."""
+    """``raw`` (in ``encoding``, the request's charset) parsed as JSON once it is UTF-8 and its
+    shape passed ``check_shape``; a ``ParseError`` otherwise."""
+    check_utf8(encoding)
     check_shape(raw)
     parse_constant = drf_json.strict_constant if api_settings.STRICT_JSON else None
     try:
-        return json.loads(raw.decode(encoding), parse_constant=parse_constant)
+        return json.loads(raw.decode("utf-8"), parse_constant=parse_constant)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"JSON parse error - {exc}") from None
 

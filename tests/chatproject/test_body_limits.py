@@ -4,7 +4,7 @@ and a body built to blow up the JSON parser costs the server a bounded amount of
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,9 @@ import aiohttp
 import pytest
 
 from chatproject.body_limits import BodyLimitMiddleware, limit_for
-from tests.support.client import api_token
+from tests.support.client import api_token, login_cookie
+from tests.support.latency import assert_others_unaffected, latency_probe, paced
+from tests.support.wire import raw_socket
 
 BUDGET = 2_000_000
 
@@ -93,6 +95,19 @@ async def test_a_body_within_the_budget_passes_untouched(settings):
     assert inner.body == b"x" * 500 + b"y" * 500 and sent[0]["status"] == 200
 
 
+async def test_a_json_body_over_its_shape_budget_is_cut_at_the_chunk_that_shows_it(settings):
+    settings.JSON_MAX_CONTAINERS = 100
+    chunks = [b"[" + b"[]," * 30, b"[]," * 30, b"[]," * 30, b"[]," * 30, b"[]]"]
+    json_type = [(b"content-type", b"application/json; charset=utf-8")]
+    inner, sent = await call("/api/chat/send", chunks, json_type)
+    assert inner.aborted and inner.body == b"".join(chunks[:3])  # the 4th chunk crossed it
+    assert sent[0]["status"] == 400
+    assert json.loads(sent[1]["body"]) == {"detail": "The JSON body holds more than 100 arrays and objects."}
+    # The same bytes as another type are not JSON to the API: not measured here.
+    inner, sent = await call("/api/chat/send", chunks, [(b"content-type", b"text/plain")])
+    assert inner.body == b"".join(chunks) and sent[0]["status"] == 200
+
+
 # --- against a real daphne ----------------------------------------------------------------------
 
 
@@ -120,18 +135,36 @@ async def post(url: str, data: Any, token: str, **headers: str) -> tuple[int, An
         return response.status, await response.json(content_type=None)
 
 
+def json_post(server: Any, path: str, body: bytes, token: str) -> Callable[[], Awaitable[tuple[int, Any]]]:
+    async def send() -> tuple[int, Any]:
+        return await post(server.url + path, body, token, **{"Content-Type": "application/json"})
+
+    return send
+
+
 @pytest.mark.abuse
 @pytest.mark.django_db(transaction=True)
-async def test_a_30_mb_body_of_empty_arrays_is_refused_and_the_memory_comes_back(limits_server, make_user):
-    """Before: 30 MB of ``[],`` took one process from 117 to 947 MB, and it stayed."""
-    token = await api_token(make_user())
-    body = b"[" + b"[]," * 10_000_000 + b"[]]"
+@pytest.mark.parametrize("megabytes", [10, 30])
+async def test_bodies_of_empty_arrays_are_refused_and_cost_others_nothing(
+    limits_server, make_user, megabytes
+):
+    """Before: 30 MB of ``[],`` took one process from 117 to 947 MB, and it stayed. Now each
+    body is a 400 at the chunk that crosses the budget, the server keeps about one body's
+    size, and another user's messages are answered about as fast while such bodies keep
+    arriving at link speed."""
+    body = b"[" + b"[]," * (megabytes * 1_000_000 // 3) + b"[]]"
+    send = json_post(limits_server, "/api/chat/send", body, await api_token(make_user()))
+
+    async def flood() -> None:
+        status, answer = await send()
+        assert status == 400 and "arrays and objects" in answer["detail"]
+
     pid = limits_server.process.pid
-    before = rss_kib(pid)
-    status, answer = await post(
-        f"{limits_server.url}/api/chat/send", body, token, **{"Content-Type": "application/json"}
-    )
-    assert status == 400 and "arrays and objects" in answer["detail"]
+    async with latency_probe(limits_server, make_user()) as probe:
+        before = rss_kib(pid)
+        await assert_others_unaffected(
+            probe, paced(flood, nbytes=len(body)), f"{megabytes} MB of [], to /api/chat/send"
+        )
     await asyncio.sleep(0.5)
     growth_mib = (rss_kib(pid) - before) / 1024
     assert growth_mib < 100, f"RSS grew {growth_mib:.0f} MiB"
@@ -139,14 +172,77 @@ async def test_a_30_mb_body_of_empty_arrays_is_refused_and_the_memory_comes_back
 
 @pytest.mark.abuse
 @pytest.mark.django_db(transaction=True)
-async def test_a_100k_deep_body_is_a_json_400(limits_server, make_user):
+@pytest.mark.xfail(
+    reason="known limit: a send body is parsed whole before its message is found too long (photos "
+    "travel inline, so the body budget is 134 MB); json.loads of 10 MB holds the GIL about 25 ms "
+    "on the request thread, and other users wait about 3x as long",
+    strict=True,  # if the limit goes, this fails: take the mark off
+)
+async def test_a_10_mb_message_is_refused_for_its_length_and_costs_others_nothing(limits_server, make_user):
+    """A body of an ordinary shape holding one 10 MB string. Before, DRF's surrogate check also
+    read every character in Python (half a second, holding the GIL) before the length refused
+    it, and another user's round trips took 7x as long; now 3x (the reason above)."""
+    message = b'{"messageId": "%s", "message": "%s"}' % (str(uuid.uuid4()).encode(), b"x" * 10_000_000)
+    send = json_post(limits_server, "/api/chat/send", message, await api_token(make_user()))
+
+    async def flood() -> None:
+        status, answer = await send()
+        assert status == 400 and answer == {
+            "message": ["Ensure this field has no more than 100000 characters."]
+        }
+
+    async with latency_probe(limits_server, make_user()) as probe:
+        await assert_others_unaffected(probe, paced(flood, nbytes=len(message)), "10 MB messages")
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_100k_deep_bodies_are_a_json_400_and_cost_others_nothing(limits_server, make_user):
     token = await api_token(make_user())
     deep = b"[" * 100_000 + b"]" * 100_000
-    for path in ("/api/chat/send", f"/api/integrations/threads/{uuid.uuid4()}/messages/"):
-        status, answer = await post(
-            limits_server.url + path, deep, token, **{"Content-Type": "application/json"}
+    sends = [
+        json_post(limits_server, path, deep, token)
+        for path in ("/api/chat/send", f"/api/integrations/threads/{uuid.uuid4()}/messages/")
+    ]
+
+    async def flood() -> None:
+        for send in sends:
+            status, answer = await send()
+            assert status == 400 and "nested deeper than 32 levels" in answer["detail"]
+
+    async with latency_probe(limits_server, make_user()) as probe:
+        await assert_others_unaffected(
+            probe, paced(flood, requests=2, nbytes=2 * len(deep)), "100k-deep JSON bodies"
         )
-        assert status == 400 and "arrays and objects" in answer["detail"], path
+
+
+@pytest.mark.abuse
+@pytest.mark.django_db(transaction=True)
+async def test_a_string_that_never_ends_is_measured_in_linear_time(limits_server, make_user):
+    """Before: a string of escaped quotes that never ends (after a few brackets, so the
+    skeleton had to be measured) took quadratic time with the GIL held: a 40 KB body froze
+    the whole server for 5 s, a 1 MB body or socket frame would have for most of an hour."""
+    user = make_user()
+    body = b"[" * 40 + b'"' + b'\\"' * 450_000
+    send = json_post(
+        limits_server, f"/api/integrations/threads/{uuid.uuid4()}/messages/", body, await api_token(user)
+    )
+    cookie = await login_cookie(limits_server.url, user.username, user.raw_password)
+    async with raw_socket(limits_server, cookie) as sock:
+        await sock.handshake()
+        await sock.connect_namespace()
+
+        async def flood() -> None:
+            status, answer = await send()
+            assert status == 400 and "nested deeper than 32 levels" in answer["detail"]
+            await sock.send_text('42["client_message", ' + body.decode())  # a message may fill a frame
+            (error,) = await sock.event("error")
+            assert "nested deeper than 32 levels" in error["message"]
+
+        async with latency_probe(limits_server, make_user()) as probe:
+            await assert_others_unaffected(
+                probe, paced(flood, requests=2, nbytes=2 * len(body)), "strings that never end"
+            )
 
 
 @pytest.mark.abuse

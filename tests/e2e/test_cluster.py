@@ -398,7 +398,7 @@ def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_f
         assert probe(f"http://127.0.0.1:{port}/readyz", f"127.0.0.1:{port}")[0] == 200
         family = descendants(supervisor.pid)
         commands = sorted(family.values())
-        assert sum("-m daphne" in c for c in commands) == 2, commands
+        assert sum("-m chatproject.serve" in c for c in commands) == 2, commands
         assert sum("nginx: master process" in c for c in commands) == 1, commands
         assert any("nginx: worker process" in c for c in commands), commands
 

@@ -252,7 +252,7 @@ async def test_garbage_gets_an_error_then_a_close_and_later_frames_are_ignored(s
 
 MALFORMED = [
     ('42["client_message", {"message": ', "malformed packet"),
-    ("42" + "[" * 50_000, "malformed packet"),  # too deep for the JSON decoder
+    ("42" + "[" * 4_000, "malformed packet"),  # too deep (a deeper frame is over its event's budget)
     ("4x[]", "malformed packet"),  # not a packet type
     ("4", "malformed"),  # a MESSAGE with no Socket.IO packet at all
     ('44{"message":"from the client"}', "unsupported packet type"),  # CONNECT_ERROR
@@ -309,6 +309,29 @@ async def test_a_frame_over_max_payload_gets_an_error_then_close_4009(hooks, set
         await sock.send_text(frame)
         assert "exceeds the limit" in (await sock.event("error"))[0]["message"]
         assert await sock.closed() == 4009  # RFC 6455 1009 (too big), mirrored
+    assert await written_for(user) == (0, 0)
+
+
+async def test_a_frame_bigger_than_its_event_can_need_is_refused_unparsed(hooks, settings, user, cookie):
+    """Size before parse: chat settings come in at most 3x their budget (escapes) plus the
+    envelope, events with no payload and unknown or escaped names in 4 KiB; the socket stays."""
+    settings.CHAT_SETTINGS_MAX_BYTES = 2000
+    async with in_process_socket(cookie) as sock:
+        await sock.connect_namespace()
+        big = {"notes": "x" * 8000}
+        answer = await sock.call("chat_settings_change", big, ack_id=1)
+        assert answer["error"].endswith("bytes exceeds the limit of 7024 for this event")  # 3 x 2000 + 1024
+        (error,) = await sock.event("error")
+        assert error["event"] == "chat_settings_change"
+        # Within the frame budget, the settings budget answers (after parsing).
+        assert (
+            "the limit is 2000"
+            in (await sock.call("chat_settings_change", {"n": "x" * 3000}, ack_id=2))["error"]
+        )
+        for name in ("stop", "no_such_event", "\\u0073top"):
+            await sock.send_text(f'423["{name}", "{"x" * 5000}"]')
+            assert "exceeds the limit of 4096" in (await sock.ack(3))[0]["error"], name
+        await sock.still_usable()
     assert await written_for(user) == (0, 0)
 
 

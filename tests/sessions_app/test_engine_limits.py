@@ -6,8 +6,10 @@ import contextlib
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from tests.support.client import ChatClient, login_cookie
+from tests.support.latency import assert_others_unaffected, latency_probe
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.abuse, pytest.mark.django_db(transaction=True)]
@@ -63,5 +65,57 @@ async def test_a_user_flooding_threads_gets_every_answer_from_a_bounded_number_o
     await wait_until(lambda: engine_processes(capped_server.process.pid) == 0, timeout=15)
     await clients[0].send("again")
     await clients[0].wait_text("Echo #2: again", timeout=15)
+    for client in clients:
+        await client.disconnect()
+
+
+THREADS = 45
+
+
+@pytest.fixture(scope="module")
+def default_caps_server(server_factory, tmp_path_factory):
+    """The default caps (32 runs a box); idle runs close soon after the test."""
+    return server_factory.start(
+        CHAT_APP="sessions_app.default_app",
+        ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-default-caps")),
+        ENGINE_IDLE_TIMEOUT="20",
+    )
+
+
+async def test_45_slow_threads_of_one_user_run_in_a_bounded_pool_and_cost_others_little(
+    default_caps_server, make_user
+):
+    """The issue's 45 threads each running ``!slow 1`` (3 s a reply): at most
+    ``ENGINE_SESSIONS_PER_BOX`` (32) engine subprocesses for the user, every thread answered,
+    and another user's messages answered about as fast while the runs start and stream."""
+    server = default_caps_server
+    user = make_user()
+    cookie = await login_cookie(server.url, user.username, user.raw_password)
+    clients = [ChatClient(server.url, cookie) for _ in range(THREADS)]
+    for client in clients:
+        await client.start()  # each its own session: each send opens a thread of its own
+    peak, runs = 0, 0
+
+    async def slow_threads() -> None:
+        nonlocal peak, runs
+        runs += 1
+        for i, client in enumerate(clients):
+            await client.send(f"!slow 1\nr{runs}t{i}")
+        answered = asyncio.gather(
+            *(
+                client.wait_for(lambda c, text=f"r{runs}t{i}": any(r.endswith(text) for r in c.replies()), 60)
+                for i, client in enumerate(clients)
+            )
+        )
+        while not answered.done():
+            peak = max(peak, engine_processes(server.process.pid))
+            await asyncio.sleep(0.05)
+        await answered
+
+    async with latency_probe(server, make_user()) as probe:
+        await assert_others_unaffected(
+            probe, slow_threads, f"{THREADS} threads of !slow 1", rounds=20, spacing=0.4, blocks=2
+        )
+    assert peak <= settings.ENGINE_SESSIONS_PER_BOX + 1  # the user's runs, and the probe's own
     for client in clients:
         await client.disconnect()

@@ -1,6 +1,9 @@
 """Socket input answered like REST, and one send budget shared by the socket and the API,
 against a real daphne (python-socketio client)."""
 
+import asyncio
+import json
+import time
 import uuid
 
 import aiohttp
@@ -8,7 +11,12 @@ import pytest
 
 from sessions_app.models import SocketSession
 from tests.support.client import ChatClient, api_token, login_cookie
+from tests.support.latency import assert_others_unaffected, latency_probe, paced
+from tests.support.probe_process import turn_running
+from tests.support.wire import new_auth, raw_socket
 from threads_app.models import AcceptedMessage
+from threads_app.throttling import SendRateThrottle
+from threads_app.token_bucket import Rate
 
 pytestmark = [pytest.mark.abuse, pytest.mark.django_db(transaction=True)]
 
@@ -91,6 +99,8 @@ async def test_one_send_budget_for_the_socket_and_the_api(limited_server, make_u
     [
         ({"userEnv": '{"key": "a\\u0000b"}'}, "userEnv must not contain NUL characters"),
         ({"userEnv": '{"key": "' + "x" * 20_000 + '"}'}, "the limit is 16384"),
+        ({"userEnv": "[" + "[]," * 300_000 + "[]]"}, "the limit is 16384 bytes"),  # not parsed
+        ({"userEnv": "[" * 50_000}, "nested deeper than 32 levels"),  # was a RecursionError
         ({"chatProfile": "p\x00"}, "chatProfile must not contain NUL characters"),
     ],
 )
@@ -101,3 +111,80 @@ async def test_unstorable_connect_fields_are_refused_with_a_reason(limited_serve
     )
     refusal = await client.refused({"sessionId": client.session_id, **auth})
     assert error in refusal["message"]
+
+
+FLOOD, FLOOD_SECONDS = 200, 2.0
+
+
+async def test_a_socket_flooding_sends_past_the_budget_is_refused_and_costs_others_nothing(
+    engine_server, make_user
+):
+    """The issue's flood: 200 ``client_message`` in 2 s from one socket, against the default
+    budget and the default (engine) app. Past the budget every send is refused with an
+    ``{error}`` ack; what the budget let through is answered; another user's messages are
+    answered about as fast as before, all along."""
+    budget = Rate.parse(SendRateThrottle.get_rate())
+    assert budget is not None
+    abuser = await signed(engine_server, make_user())
+    floods = 0
+
+    async def flood() -> None:
+        nonlocal floods
+        floods += 1
+        started = time.monotonic()
+        sends = []
+        for i in range(FLOOD):
+            sends.append(asyncio.create_task(abuser.send(f"flood {floods}.{i}")))
+            await asyncio.sleep(FLOOD_SECONDS / FLOOD)
+        answers = await asyncio.gather(*sends)
+        accepted = [i for i, answer in enumerate(answers) if "error" not in answer]
+        assert all("send rate is limited" in a["error"] for a in answers if "error" in a)
+        assert len(accepted) <= budget.burst + budget.per_second * (time.monotonic() - started) + 1
+        assert len(accepted) < FLOOD
+        if accepted:  # what got through is answered (merged into a few turns) before the next flood
+            last = f"flood {floods}.{accepted[-1]}"
+            await abuser.wait_for(lambda c: any(last in r for r in c.replies()) and not turn_running(c), 60)
+
+    async with latency_probe(engine_server, make_user()) as probe:
+        await assert_others_unaffected(
+            probe, flood, f"{FLOOD} client_message in {FLOOD_SECONDS:g} s", spacing=FLOOD_SECONDS / 10
+        )
+    await abuser.disconnect()
+
+
+SETTINGS_EVENTS, SETTINGS_BYTES = 20, 900_000
+
+
+async def test_big_chat_settings_are_refused_unparsed_and_cost_others_nothing(engine_server, make_user):
+    """The issue's 20 ``chat_settings_change`` events of 900 KB each (under the 1 MB frame
+    cap), against the default 64 KiB budget: each is refused with an ``{error}`` ack before it
+    is parsed (a frame bigger than chat settings can need), the session keeps its settings, and
+    another user's messages are answered about as fast. The frames are encoded once, as a
+    client on another machine would: python-socketio encoding 18 MB anew for every run put as
+    much CPU on these two cores as the server's own work, and measured the test."""
+    user = make_user()
+    cookie = await login_cookie(engine_server.url, user.username, user.raw_password)
+    frame = json.dumps(["chat_settings_change", {"notes": "x" * SETTINGS_BYTES}])
+    async with raw_socket(engine_server, cookie) as sock:
+        auth = new_auth()
+        await sock.handshake()
+        await sock.connect_namespace(auth)
+        assert await sock.call("chat_settings_change", {"model": "small"}, ack_id=1) is None
+
+        async def flood() -> None:
+            for ack_id in range(2, SETTINGS_EVENTS + 2):
+                await sock.send_text(f"42{ack_id}{frame}")
+            for ack_id in range(2, SETTINGS_EVENTS + 2):
+                (answer,) = await sock.ack(ack_id)
+                assert "exceeds the limit of 197632 for this event" in answer["error"]
+
+        run = paced(flood, requests=SETTINGS_EVENTS, nbytes=SETTINGS_EVENTS * len(frame))
+        async with latency_probe(engine_server, make_user()) as probe:
+            await assert_others_unaffected(
+                probe,
+                run,
+                f"{SETTINGS_EVENTS} chat_settings_change of {SETTINGS_BYTES // 1000} KB",
+                spacing=0.02,
+            )
+        record = await SocketSession.objects.aget(pk=auth["sessionId"])
+    assert record.chat_settings == {"model": "small"}

@@ -216,11 +216,20 @@ async def test_garbage_text_gets_an_error_then_a_close(server, cookie, bystander
     await assert_still_serving(bystander)
 
 
+async def test_a_text_frame_that_is_not_utf8_ends_the_connection(server, cookie, bystander):
+    """Autobahn does not validate UTF-8 here (``chatproject.serve``); daphne's decoder does, and
+    the connection is dropped as autobahn would have dropped it. Nothing reaches the consumer."""
+    async with connected(server, cookie) as sock:
+        await sock.ws.send_frame(b'42["client_message", "\xff\xfe"]', aiohttp.WSMsgType.TEXT)
+        assert await sock.closed() == 1006  # dropped without a close frame, as autobahn drops it
+    await assert_still_serving(bystander)
+
+
 async def test_broken_json_gets_an_error_and_the_socket_stays_usable(server, cookie, bystander):
     async with connected(server, cookie) as sock:
         for frame, expected in [
             ('42["client_message", {"message": ', "malformed packet"),
-            ("42" + "[" * 50_000, "malformed packet"),  # too deep for the JSON decoder
+            ("42" + "[" * 4_000, "malformed packet"),  # too deep (a deeper frame is over its event's budget)
             ("4x[]", "malformed packet"),  # not a packet type
             ("4", "malformed"),  # a MESSAGE with no Socket.IO packet at all
         ]:

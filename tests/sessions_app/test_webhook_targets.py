@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app import webhook_targets, webhooks
 from tests.support.client import api_token
+from tests.support.latency import assert_others_unaffected, latency_probe, paced
 from tests.support.loopback import serving
 from threads_app.models import Box
 from threads_app.services import default_box_for
@@ -75,6 +76,7 @@ class Receiver:
         self.deliveries: list[tuple[dict[str, str], bytes]] = []
         self.sent_bytes = 0
         self.huge = False
+        self.cut = 0  # huge answers the other side stopped reading
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.deliveries.append((dict(request.headers), await request.read()))
@@ -87,8 +89,8 @@ class Receiver:
             for _ in range(200_000_000 // len(chunk)):  # 200 MB, if anybody reads it
                 await response.write(chunk)
                 self.sent_bytes += len(chunk)
-        except (ConnectionResetError, RuntimeError):
-            pass
+        except (ConnectionError, RuntimeError):  # aiohttp: "Connection lost" once the reader hangs up
+            self.cut += 1
         return response
 
 
@@ -180,6 +182,41 @@ async def test_a_huge_answer_is_read_up_to_the_cap_only(make_user, receiver, set
     assert time.monotonic() - started < 5
     await asyncio.sleep(0.2)
     assert receiver.sent_bytes < 20_000_000  # what the socket buffers took before the close
+
+
+@pytest.mark.abuse
+async def test_huge_webhook_answers_are_cut_at_the_cap_and_cost_others_nothing(
+    engine_server, make_user, receiver
+):
+    """The issue's webhook target answering 200 MB, on a real daphne: every delivery reads
+    64 KiB of it and hangs up, and another user's messages are answered about as fast."""
+    receiver.huge = True
+    user = make_user()
+    await box_with(user, f"http://127.0.0.1:{receiver.port}/hook")
+    token = await api_token(user)
+    thread = str(uuid.uuid4())
+    deliveries = 0
+
+    async def integration_message() -> None:
+        nonlocal deliveries
+        deliveries += 1
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
+            http.post(
+                f"{engine_server.url}/api/integrations/threads/{thread}/messages/",
+                json={"messageId": str(uuid.uuid4()), "message": f"answer me {deliveries}"},
+            ) as response,
+        ):
+            assert response.status == 202
+        for _ in range(300):  # the answer is delivered, and cut
+            if receiver.cut >= deliveries:
+                break
+            await asyncio.sleep(0.01)
+        assert receiver.cut == deliveries == len(receiver.deliveries)
+
+    async with latency_probe(engine_server, make_user()) as probe:
+        await assert_others_unaffected(probe, paced(integration_message), "webhook targets answering 200 MB")
+    assert receiver.sent_bytes < deliveries * 20_000_000  # what the socket buffers took before each close
 
 
 @pytest.mark.abuse

@@ -1,4 +1,5 @@
-"""Start real daphne processes serving ``chatproject.asgi`` on the test database."""
+"""Start real daphne processes serving ``chatproject.asgi`` on the test database, the way
+production runs them (``chatproject.serve``: daphne's command line, Tether's WebSocket options)."""
 
 import os
 import signal
@@ -110,7 +111,7 @@ class LiveServer:
                 [
                     sys.executable,
                     "-m",
-                    "daphne",
+                    "chatproject.serve",
                     *DAPHNE_ARGS,
                     "-b",
                     "127.0.0.1",
