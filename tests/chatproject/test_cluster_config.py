@@ -175,7 +175,7 @@ def test_make_cluster_runs_daphne_with_make_runs_arguments():
     ).stdout.splitlines()
     (daphne,) = [line for line in dry_run if " chatproject.asgi:application" in line]
     (supervisor,) = [line for line in dry_run if "-m chatproject.cluster --processes" in line]
-    run_args = daphne.split("daphne ", 1)[1].split(" -b ")[0].split()
+    run_args = daphne.split("-m chatproject.serve ", 1)[1].split(" -b ")[0].split()
     assert supervisor.split(" -- ", 1)[1].split() == run_args
     assert "--processes 3 --host 127.0.0.1 --port 9000" in supervisor
     assert list(cluster.DAPHNE_ARGS) == run_args
