@@ -83,18 +83,19 @@ async def emit_to_session(session_id: uuid.UUID, event: str, *args: Any) -> None
     that is down, loses this event for this session only. Whoever emits (an engine run, a
     hook) carries on, so the run finishes and is transcribed whatever happens to a socket.
     """
+    payload = list(args)
     socket = local_sockets.get(session_id)
     if socket is not None and not getattr(socket, "closed", False):
         # A socket here that did not ask for offsets keeps no offset to come back with: its
         # events need no log (a socket elsewhere, or none, may have asked: those are logged).
-        offset = await event_log.append(session_id, event, list(args)) if socket.wants_offsets else None
-        await socket.deliver(offset, event, list(args))  # dropped if the socket went away
+        offset = await event_log.append(session_id, event, payload) if socket.wants_offsets else None
+        await socket.deliver(offset, event, payload)  # dropped if the socket went away
         return
-    offset = await event_log.append(session_id, event, list(args))
+    offset = await event_log.append(session_id, event, payload)
     try:
         await cast(BaseChannelLayer, get_channel_layer()).group_send(
             session_group(session_id),
-            {"type": "session.emit", "event": event, "args": list(args), "offset": offset},
+            {"type": "session.emit", "event": event, "args": payload, "offset": offset},
         )
     except Exception as exc:
         logger.warning("event %s for session %s not delivered: %r", event, session_id, exc)

@@ -25,6 +25,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from threads_app import redis_clients
 from threads_app.redis_clients import RedisClients
 
 logger = logging.getLogger(__name__)
@@ -77,35 +78,33 @@ def _missed(after: int, latest: int, entries: list[LoggedEvent]) -> Missed:
     return Missed(wanted, complete, latest)
 
 
-class _RedisLog:
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.clients = RedisClients(url)
+def _keys(session_id: uuid.UUID) -> list[str]:
+    """The session's counter and its list of entries."""
+    return [redis_clients.key("events", session_id.hex, part) for part in ("offset", "log")]
 
-    @staticmethod
-    def _keys(session_id: uuid.UUID) -> list[str]:
-        prefix = settings.CACHES["default"].get("KEY_PREFIX", "tether")
-        base = f"{prefix}:events:{session_id.hex}"
-        return [f"{base}:offset", f"{base}:log"]
 
-    async def append(self, session_id: uuid.UUID, encoded: str, size: int, age_ms: int) -> int:
-        # The counter outlives the window (and the session's own timeout), so offsets never
-        # restart while a client may still hold one.
-        keep_counter_ms = max(age_ms, int(settings.SESSION_TIMEOUT * 1000)) * 2
-        client = self.clients.async_client()
-        keys = self._keys(session_id)
-        return int(await client.eval(APPEND, 2, *keys, encoded, size, age_ms, keep_counter_ms))
+async def _redis_append(
+    clients: RedisClients, session_id: uuid.UUID, encoded: str, size: int, age_ms: int
+) -> int:
+    # The counter outlives the window (and the session's own timeout), so offsets never
+    # restart while a client may still hold one.
+    keep_counter_ms = max(age_ms, int(settings.SESSION_TIMEOUT * 1000)) * 2
+    client = clients.async_client()
+    return int(await client.eval(APPEND, 2, *_keys(session_id), encoded, size, age_ms, keep_counter_ms))
 
-    async def read(self, session_id: uuid.UUID, age_ms: int) -> tuple[int, list[LoggedEvent]]:
-        latest, now, raw = await self.clients.async_client().eval(READ, 2, *self._keys(session_id))
-        entries = []
-        for item in raw:
-            offset, at, encoded = item.decode().split(" ", 2)
-            if int(now) - int(at) > age_ms:
-                continue
-            event, args = json.loads(encoded)
-            entries.append(LoggedEvent(int(offset), event, args))
-        return int(latest), entries
+
+async def _redis_read(
+    clients: RedisClients, session_id: uuid.UUID, age_ms: int
+) -> tuple[int, list[LoggedEvent]]:
+    latest, now, raw = await clients.async_client().eval(READ, 2, *_keys(session_id))
+    entries = []
+    for item in raw:
+        offset, at, encoded = item.decode().split(" ", 2)
+        if int(now) - int(at) > age_ms:
+            continue
+        event, args = json.loads(encoded)
+        entries.append(LoggedEvent(int(offset), event, args))
+    return int(latest), entries
 
 
 class _MemoryLog:
@@ -160,17 +159,6 @@ class EventLog:
 
     def __init__(self) -> None:
         self.memory = _MemoryLog()
-        self._redis: _RedisLog | None = None
-        self._lock = threading.Lock()
-
-    def _backend(self) -> _RedisLog | None:
-        url = getattr(settings, "REDIS_URL", "")
-        if not url:
-            return None
-        with self._lock:
-            if self._redis is None or self._redis.url != url:
-                self._redis = _RedisLog(url)
-            return self._redis
 
     @staticmethod
     def _window() -> tuple[int, float]:
@@ -183,11 +171,11 @@ class EventLog:
         if size <= 0:
             return None
         encoded = json.dumps([event, args], separators=(",", ":"))
-        backend = self._backend()
-        if backend is None:
+        clients = redis_clients.configured()
+        if clients is None:
             return self.memory.append(session_id, encoded, size, age)
         try:
-            return await backend.append(session_id, encoded, size, int(age * 1000))
+            return await _redis_append(clients, session_id, encoded, size, int(age * 1000))
         except (redis.RedisError, OSError) as exc:
             logger.warning("event %s of session %s not logged for replay: %r", event, session_id, exc)
             return None
@@ -195,12 +183,12 @@ class EventLog:
     async def since(self, session_id: uuid.UUID, offset: int) -> Missed:
         """What the session emitted after ``offset`` (see ``Missed``)."""
         _size, age = self._window()
-        backend = self._backend()
-        if backend is None:
+        clients = redis_clients.configured()
+        if clients is None:
             latest, entries = self.memory.read(session_id, age)
         else:
             try:
-                latest, entries = await backend.read(session_id, int(age * 1000))
+                latest, entries = await _redis_read(clients, session_id, int(age * 1000))
             except (redis.RedisError, OSError) as exc:
                 logger.warning("replay for session %s unavailable: %r", session_id, exc)
                 return Missed([], False, offset)

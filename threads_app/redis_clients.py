@@ -1,6 +1,7 @@
 """Redis clients of this process for one URL: one blocking client, and one asyncio client per
 event loop (redis-py's asyncio connections belong to the loop that opened them; daphne runs
-one loop, tests run many)."""
+one loop, tests run many). ``configured()`` gives those of ``REDIS_URL``, ``key()`` names a key
+of this deployment."""
 
 import asyncio
 import threading
@@ -8,6 +9,7 @@ import weakref
 
 import redis
 import redis.asyncio
+from django.conf import settings
 
 TIMEOUT = 2.0  # seconds to connect and to wait for an answer: a stuck Redis fails fast
 
@@ -38,3 +40,26 @@ class RedisClients:
                     self.url, socket_timeout=TIMEOUT, socket_connect_timeout=TIMEOUT
                 )
             return client
+
+
+_lock = threading.Lock()
+_by_url: dict[str, RedisClients] = {}
+
+
+def configured() -> RedisClients | None:
+    """The clients of ``REDIS_URL``; None without it (the embedded default: no Redis)."""
+    url = getattr(settings, "REDIS_URL", "")
+    if not url:
+        return None
+    with _lock:
+        clients = _by_url.get(url)
+        if clients is None:
+            clients = _by_url[url] = RedisClients(url)
+        return clients
+
+
+def key(*parts: str) -> str:
+    """A Redis key of this deployment: under the cache's ``KEY_PREFIX``, which each deployment
+    sharing a Redis (and each test run) has of its own."""
+    prefix = str(settings.CACHES["default"].get("KEY_PREFIX", "tether"))
+    return ":".join((prefix, *parts))

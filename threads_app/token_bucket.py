@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 import redis
 import redis.asyncio
-from django.conf import settings
 
-from threads_app.redis_clients import RedisClients
+from threads_app import redis_clients
 
 logger = logging.getLogger(__name__)
 
@@ -89,27 +88,13 @@ class TokenBucket:
     def __init__(self, name: str) -> None:
         self.name = name
         self._memory = _MemoryBuckets()
-        self._redis: RedisClients | None = None
-        self._lock = threading.Lock()
-
-    def _backend(self) -> RedisClients | None:
-        url = getattr(settings, "REDIS_URL", "")
-        if not url:
-            return None
-        with self._lock:
-            if self._redis is None or self._redis.url != url:
-                self._redis = RedisClients(url)
-            return self._redis
 
     def _key(self, key: str) -> str:
-        # The cache's key prefix: each test session (and each deployment sharing a Redis)
-        # has its own.
-        prefix = settings.CACHES["default"].get("KEY_PREFIX", "tether")
-        return f"{prefix}:bucket:{self.name}:{key}"
+        return redis_clients.key("bucket", self.name, key)
 
     def take(self, key: str, rate: Rate) -> float | None:
         """Take a token: None, or the seconds until one is there."""
-        backend = self._backend()
+        backend = redis_clients.configured()
         if backend is None:
             return self._memory.take(key, rate)
         try:
@@ -123,7 +108,7 @@ class TokenBucket:
         """Fill every bucket of this budget again: the in-memory ones and this deployment's
         keys in Redis (tests: a database flushed between tests hands users' pks out again)."""
         self._memory.clear()
-        backend = self._backend()
+        backend = redis_clients.configured()
         if backend is None:
             return
         client = backend.sync_client()
@@ -133,7 +118,7 @@ class TokenBucket:
 
     async def atake(self, key: str, rate: Rate) -> float | None:
         """``take`` from the event loop."""
-        backend = self._backend()
+        backend = redis_clients.configured()
         if backend is None:
             return self._memory.take(key, rate)
         try:

@@ -14,13 +14,12 @@ from typing import Any, Self
 from django.conf import settings
 from django.db import connection
 
+# The same arguments as `make run` and `make cluster` (daphne's 1 MiB WebSocket message cap
+# also limits what the server may send, and a long thread's resume_thread is bigger).
+from chatproject.cluster import DAPHNE_ARGS
 from tests.support.hook_log import hook_calls
 
 ROOT = Path(__file__).resolve().parents[2]
-# The same WebSocket message cap as `make run` (daphne's 1 MiB default also limits what the
-# server may send, and a long thread's resume_thread is bigger).
-WS_MAX_MESSAGE = str(32 * 1024 * 1024)
-DAPHNE_ARGS = ["--websocket-max-message-size", WS_MAX_MESSAGE, "--websocket-max-frame-size", WS_MAX_MESSAGE]
 
 
 def free_port() -> int:
