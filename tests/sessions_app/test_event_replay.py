@@ -4,11 +4,12 @@ once, and a flag saying whether the window covered the gap. Against real daphnes
 kinds of app, through a proxy that drops or resets the connection."""
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
 
-from tests.support.client import user_cookie
+from tests.support.client import ChatClient, user_cookie
 from tests.support.offset_client import OffsetClient
 from tests.support.proxy import FaultProxy
 
@@ -83,3 +84,37 @@ async def test_a_gap_the_window_no_longer_covers_says_so(server_factory, make_us
         after = [o for o in client.offsets() if o > int(client.recoveries[-1]["offset"])]
         assert after and after == list(range(after[0], after[0] + len(after)))
         await client.close()
+
+
+async def test_a_redis_restart_mid_reply_loses_no_token_live_and_the_reconnect_says_not_recovered(
+    server_factory, private_redis, make_user
+):
+    """The window lives in Redis: while Redis is down the reply still streams (without offsets),
+    and after a restart (Redis comes back empty) a reconnect is told the window is gone, so the
+    client re-reads the history instead of trusting a replay."""
+    app_server = server_factory.start(REDIS_URL=private_redis.url)
+    message, reply = streamed_reply("hooks")
+    client = OffsetClient(app_server.url, await user_cookie(app_server.url, make_user()))
+    await client.connect()
+    await client.send(message)
+    await client.wait(lambda: client.tokens().count(" ") >= 5)
+    private_redis.stop()
+    await client.wait(lambda: ended(client))
+    assert client.tokens() == reply  # every token live, the ones without an offset too
+    private_redis.start()
+    await client.close()
+    await client.connect()
+    assert client.recoveries[-1]["recovered"] is False
+    await client.close()
+
+
+async def test_a_malformed_offset_is_refused_with_the_reason(server, make_user):
+    client = ChatClient(server.url, await user_cookie(server.url, make_user()))
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"offset": "-1"}, "offset must be a non-negative integer (as a string)"),
+        ({"offset": ["1"]}, "offset must be a non-negative integer (as a string)"),
+        ({"offsets": True, "pid": 7}, "pid must be a string"),
+    ]
+    for auth, reason in cases:
+        refusal = await client.refused({"sessionId": str(uuid.uuid4()), **auth})
+        assert refusal["message"] == reason
