@@ -20,11 +20,21 @@ emits one ``new_message`` with an assistant StepDict whose output is
 user's message counted before the reply, as Tether's ``chat_context`` counts it). No
 ``task_start``/``task_end``, no user step echoed back, no database.
 
+And a ``floor`` event, the same payload: what the contract of a hooks-API turn cannot do
+without, done as cheaply as this stack allows. The user's message is committed (one INSERT on
+psycopg's async pool, no thread hop) before the ack, then the five events Tether pushes per
+turn go out (``chat-user-message``, ``task_start``, the user's ``new_message``, the reply's
+``new_message`` once its row is committed by a second INSERT, ``task_end``). No ORM, no
+session, no hooks, no rate limit, no Redis: if this floor cannot reach a bar on a machine,
+nothing built on daphne with Tether's wire protocol can.
+
 The channel layer is the one Tether would use in the same environment (in-memory, or
 channels-redis when ``REDIS_URL`` is set), so the consumer carries the same per-socket layer
 machinery; no emit goes through it.
 """
 
+import asyncio
+import os
 import secrets
 import uuid
 from datetime import UTC, datetime
@@ -92,6 +102,8 @@ class BaselineConsumer(AsyncWebsocketConsumer):
                 await self.stream(packet.data[1])
             elif packet.packet_type == sio.EVENT and packet.data and packet.data[0] == "echo":
                 await self.echo(packet.data[1], packet.id)
+            elif packet.packet_type == sio.EVENT and packet.data and packet.data[0] == "floor":
+                await self.floor(packet.data[1], packet.id)
 
     async def _send_packet(self, packet: sio.Packet) -> None:
         await self.send(text_data="4" + packet.encode())
@@ -145,6 +157,88 @@ class BaselineConsumer(AsyncWebsocketConsumer):
                 "end": created,
             },
         )
+
+    async def floor(self, payload: dict[str, Any], ack_id: int | None) -> None:
+        """One message in: committed, acked, announced, answered and committed (``bench/echo.py``)."""
+        context, thread_id = self.context, self.thread_id
+        message = payload["message"]
+        pool = await floor_pool()
+        async with pool.connection() as conn:
+            await conn.execute(
+                FLOOR_INSERT, (uuid.uuid4(), thread_id, len(context), "user", message["output"])
+            )
+        context.append(message["output"])
+        if ack_id is not None:
+            answer = {"threadId": thread_id, "messageId": message["id"], "queued": False}
+            await self._send_packet(sio.Packet(sio.ACK, [answer], id=ack_id, binary=False))
+        created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+        await self.emit(
+            "chat-user-message",
+            {
+                "threadId": thread_id,
+                "messageId": message["id"],
+                "text": message["output"],
+                "imageCount": 0,
+                "author": "bench",
+                "acceptedAt": created,
+            },
+        )
+        await self.emit("task_start", None)
+        await self.emit("new_message", self.step(message["id"], "user_message", message["output"], created))
+        output = f"{len(context)}: {message['output']}"
+        step_id = str(uuid.uuid4())
+        async with pool.connection() as conn:
+            await conn.execute(FLOOR_INSERT, (step_id, thread_id, len(context), "assistant", output))
+        context.append(output)
+        await self.emit("new_message", self.step(step_id, "assistant_message", output, created))
+        await self.emit("task_end", None)
+
+    def step(self, step_id: str, kind: str, output: str, created: str) -> dict[str, Any]:
+        return {
+            "id": step_id,
+            "threadId": self.thread_id,
+            "parentId": None,
+            "seq": len(self.context),
+            "type": kind,
+            "name": "assistant" if kind == "assistant_message" else "bench",
+            "output": output,
+            "content": [],
+            "metadata": {},
+            "isError": False,
+            "streaming": False,
+            "createdAt": created,
+            "start": created,
+            "end": created,
+        }
+
+
+FLOOR_TABLE = (
+    "CREATE TABLE IF NOT EXISTS bench_floor_step (id uuid PRIMARY KEY, thread_id uuid NOT NULL,"
+    " seq integer NOT NULL, kind text NOT NULL, output text NOT NULL,"
+    " created_at timestamptz NOT NULL DEFAULT now())"
+)
+FLOOR_INSERT = "INSERT INTO bench_floor_step (id, thread_id, seq, kind, output) VALUES (%s, %s, %s, %s, %s)"
+_floor: Any = None
+_floor_lock = asyncio.Lock()
+
+
+async def floor_pool() -> Any:
+    """psycopg's async pool on ``DATABASE_URL`` (autocommit: each INSERT is its own commit),
+    opened at the first ``floor`` event, with the floor's table created."""
+    global _floor
+    async with _floor_lock:
+        if _floor is None:
+            from psycopg_pool import AsyncConnectionPool
+
+            pool = AsyncConnectionPool(
+                os.environ["DATABASE_URL"], min_size=4, max_size=8, kwargs={"autocommit": True}, open=False
+            )
+            await pool.open(wait=True)
+            async with pool.connection() as conn:
+                await conn.execute(FLOOR_TABLE)
+                await conn.execute("TRUNCATE bench_floor_step")  # the last run's rows
+            _floor = pool
+    return _floor
 
 
 async def http_ok(scope: dict[str, Any], receive: Any, send: Any) -> None:

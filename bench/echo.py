@@ -1,7 +1,7 @@
 """Message round trips of a hooks-API app through the whole real stack, against a bare-consumer baseline.
 
     .venv/bin/python bench/echo.py [--single-messages 200] [--clients 20] [--messages 50]
-                                   [--warmup 3] [--only tether|baseline] [--profile]
+                                   [--warmup 3] [--only tether|baseline|floor] [--profile]
 
 Tether: one daphne process serving ``chatproject.asgi`` with ``CHAT_APP=bench.echo_app`` (a
 hooks-API app whose ``on_message`` answers every message with exactly one
@@ -14,6 +14,14 @@ Baseline: a second daphne serving ``bench/baseline_asgi.py``, a bare Channels co
 answers an ``echo`` event (the same payload as ``client_message``) with its ack and one
 ``new_message`` carrying the same reply, from a context list in memory: no database, no
 session, no hooks, no ``task_start``/``task_end``.
+
+Floor: the same bare consumer answering a ``floor`` event (the same payload) with what a
+hooks-API turn's contract cannot do without, as cheaply as the stack allows: the user's
+message committed before the ack and the reply committed before it is shown (two INSERTs on
+psycopg's async pool), and the five events Tether pushes per turn (``chat-user-message``,
+``task_start``, the user's ``new_message``, the reply's ``new_message``, ``task_end``). What the
+floor reaches on this machine is the most any server on daphne speaking Tether's protocol
+could; the report says whether the bars are within it.
 
 Clients: python-socketio ``AsyncClient``s, WebSocket transport, each its own session (a new
 sessionId, so a thread of its own); Tether's authenticated by an API token and opened the way
@@ -69,7 +77,7 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_echo"
 CHAT_APP = "bench.echo_app"
 BASELINE_APP = "bench.baseline_asgi:application"
 BENCH_USER = "bench-echo"
-SERVERS = ("tether", "baseline")
+SERVERS = ("tether", "baseline", "floor")
 ONE_CLIENT_BAR = 400.0  # msg/s, phase A
 MANY_CLIENTS_BAR = 600.0  # msg/s, phase B (at 20 clients)
 SCALING_BAR = 1.5  # phase B rate over phase A rate
@@ -89,7 +97,7 @@ class EchoClient:
         self.name = name
         self.url = url
         self.token = token
-        self.event = event  # client_message (Tether) or echo (baseline)
+        self.event = event  # client_message (Tether), echo (baseline) or floor
         self.timeout = timeout
         self.sio = common.socketio_client()
         self.sio.on("*", self._record)
@@ -204,7 +212,7 @@ class EchoClient:
 @dataclass
 class Phase:
     label: str  # "A" or "B"
-    server: str  # "tether" or "baseline"
+    server: str  # "tether", "baseline" or "floor"
     clients: int
     messages: int  # per client
     samples: list[float] = field(default_factory=list)  # seconds, send -> reply
@@ -231,6 +239,11 @@ class Server:
     token: str | None
     event: str
     handshake: bool
+
+
+def daphnes(servers: list[Server]) -> list[common.Daphne]:
+    """The daphne processes behind ``servers`` (the baseline's serves the floor too), once each."""
+    return list({id(s.daphne): s.daphne for s in servers}.values())
 
 
 def text_of(client: str, index: int) -> str:
@@ -283,7 +296,7 @@ async def run_phase(server: Server, phase: Phase, args: argparse.Namespace) -> P
             return sum(len(set(c.sent_ids[args.warmup :]) & c.bus_ids) for c in clients)
 
         phase.bus_by_reply = announced()
-        if server.name == "tether" and phase.bus_by_reply < expected:
+        if server.name != "baseline" and phase.bus_by_reply < expected:
             await asyncio.sleep(args.grace)
             phase.bus_after = announced() - phase.bus_by_reply
         return phase
@@ -367,15 +380,17 @@ def report(phases: list[Phase], context: str, args: argparse.Namespace, server_e
     print(common.table(headers, [row(p) for p in phases], left={0, 1}))
     print()
     for label in ("A", "B"):
-        tether, baseline = find(phases, label, "tether"), find(phases, label, "baseline")
-        if tether and baseline:
-            print(
-                f"phase {label} ({tether.clients} client{'s' if tether.clients > 1 else ''}): "
-                f"tether / baseline = {tether.rate / baseline.rate:.3f} "
-                f"({tether.rate:,.1f} vs {baseline.rate:,.1f} msg/s; p50 "
-                f"{common.percentile(tether.samples, 0.5) * 1000:.2f} vs "
-                f"{common.percentile(baseline.samples, 0.5) * 1000:.2f} ms)"
-            )
+        tether = find(phases, label, "tether")
+        for other in ("baseline", "floor"):
+            versus = find(phases, label, other)
+            if tether and versus:
+                print(
+                    f"phase {label} ({tether.clients} client{'s' if tether.clients > 1 else ''}): "
+                    f"tether / {other} = {tether.rate / versus.rate:.3f} "
+                    f"({tether.rate:,.1f} vs {versus.rate:,.1f} msg/s; p50 "
+                    f"{common.percentile(tether.samples, 0.5) * 1000:.2f} vs "
+                    f"{common.percentile(versus.samples, 0.5) * 1000:.2f} ms)"
+                )
     for server in SERVERS:
         a, b = find(phases, "A", server), find(phases, "B", server)
         if a and b:
@@ -385,12 +400,12 @@ def report(phases: list[Phase], context: str, args: argparse.Namespace, server_e
             mix = ", ".join(f"{name} {n / len(p.samples):.2f}" for name, n in sorted(p.pushed.items()))
             print(f"{p.server}: events pushed per message in phase B: {mix}")
     for p in phases:
-        if p.server == "tether" and p.samples and not p.errors:
+        if p.server != "baseline" and p.samples and not p.errors:
             sends = len(p.samples)
             missing = sends - p.bus_by_reply - p.bus_after
             verdict = "all" if missing == 0 else f"NOTE: {missing} never arrived ({missing / sends:.0%})"
             print(
-                f"tether phase {p.label}: chat-user-message (thread bus, one per accepted send) for "
+                f"{p.server} phase {p.label}: chat-user-message (one per accepted send) for "
                 f"{p.bus_by_reply}/{sends} sends by the last reply, {p.bus_after} more within "
                 f"{args.grace:g}s: {verdict}"
             )
@@ -408,6 +423,19 @@ def report(phases: list[Phase], context: str, args: argparse.Namespace, server_e
         )
         scaling = tether_b.rate / tether_a.rate if tether_a and tether_b else None
         print("  " + bar_line(f"{clients} clients / 1 client", scaling, SCALING_BAR, "x"))
+    floor_a, floor_b = find(phases, "A", "floor"), find(phases, "B", "floor")
+    if floor_a or floor_b:
+        print()
+        print(
+            "The floor (the protocol's five events and two commits per turn, nothing else) on this machine:"
+        )
+        for label, floor, bar in (
+            ("1 client", floor_a, ONE_CLIENT_BAR),
+            ("20 clients", floor_b, MANY_CLIENTS_BAR),
+        ):
+            if floor is not None:
+                reach = "within reach" if floor.rate >= bar else "OUT OF REACH for any server on this stack"
+                print(f"  {label}: {floor.rate:,.1f} msg/s; the bar of {bar:g} msg/s is {reach}")
     failed = [p for p in phases if p.errors]
     print()
     if failed:
@@ -478,7 +506,7 @@ def main() -> int:
                     profile_to=profile_path,
                 )
                 servers.append(Server("tether", daphne, token, "client_message", handshake=True))
-            if args.only in (None, "baseline"):
+            if args.only in (None, "baseline", "floor"):
                 daphne = common.Daphne(
                     env,
                     workdir / "baseline.log",
@@ -487,20 +515,23 @@ def main() -> int:
                     args=daphne_args,
                     ready_path="/",
                 )
-                servers.append(Server("baseline", daphne, None, "echo", handshake=False))
-            for server in servers:
-                server.daphne.wait_ready()
+                if args.only in (None, "baseline"):
+                    servers.append(Server("baseline", daphne, None, "echo", handshake=False))
+                if args.only in (None, "floor"):
+                    servers.append(Server("floor", daphne, None, "floor", handshake=False))
+            for daphne in daphnes(servers):
+                daphne.wait_ready()
             load_before = os.getloadavg()[0]
             phases = asyncio.run(run_bench(servers, args))
             load_after = os.getloadavg()[0]
-            server_errors = [f"{s.name}: {line}" for s in servers for line in s.daphne.problems()]
+            server_errors = [f"{d.label}: {line}" for d in daphnes(servers) for line in d.problems()]
         except BaseException:
-            for server in servers:
-                print(f"--- {server.daphne.label} log:\n{server.daphne.log_tail()}", file=sys.stderr)
+            for daphne in daphnes(servers):
+                print(f"--- {daphne.label} log:\n{daphne.log_tail()}", file=sys.stderr)
             raise
         finally:
-            for server in servers:
-                server.daphne.stop()
+            for daphne in daphnes(servers):
+                daphne.stop()
             if not args.keep_data:
                 common.remove_users(BENCH_USER)
         context = (
