@@ -213,6 +213,16 @@ def postgres_cpu() -> float:
     return total
 
 
+def machine_cpu() -> tuple[float, float]:
+    """``(busy, elapsed)`` CPU seconds of the whole machine so far, all cores together (from
+    /proc/stat): busy over elapsed between two readings is the share of the machine in use."""
+    fields = [float(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle and iowait
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guests are in user)
+    return (total - idle) / ticks, total / ticks
+
+
 class Daphne:
     """One daphne subprocess serving ``app`` on a free port, its output in ``log_path``;
     ``profile_to`` runs it under cProfile (the profile is written on SIGTERM)."""

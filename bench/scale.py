@@ -11,9 +11,10 @@ thread):
 - ``one``: one daphne behind nginx, ``--clients`` clients of as many different users;
 - ``two``: two daphnes behind nginx (least connections: half the sockets on each), clients of
   different users;
-- ``two, one user``: the same, every client signed in as ONE user: one box, whose engine
-  pool lives on one process, so the turns of the sockets on the other process are forwarded
-  to it (its mailbox) and their events come back over the channel layer.
+- ``two, one user``: the same, every client signed in as ONE user: one box, whose threads
+  are spread over both processes. Each thread's session runs where its socket first needed it
+  (``sessions_app.runtime.ownership``), so this should cost what different users cost; when
+  a box's sessions all lived in one process, the other forwarded every turn to it.
 
 Clients: python-socketio ``AsyncClient``s through the proxy, each its own session and thread,
 authenticated by an API token; each sends ``client_message`` and WAITS for the engine's
@@ -21,7 +22,10 @@ complete reply (``Echo #n: <text>``, the n-th of its thread) before the next sen
 ``--warmup`` untimed messages first. Any other reply, a missing one or an error fails the run.
 
 Reported per phase: messages/s (the phase's messages over its wall time), latency p50 / p95
-from the send to the complete reply. Then
+from the send to the complete reply, and how many of the machine's cores were busy (every
+process on it: the servers, PostgreSQL, Redis, nginx, the engines and the clients) with the
+machine's CPU per message. Since all of that shares the machine, no number of processes can
+beat all cores over the one-process phase's busy cores; the report prints that ceiling. Then
 two / one (bar: at least 1.6) and two-one-user / two (bar: at least 0.9); PASS/FAIL printed,
 the exit status depends only on correctness.
 """
@@ -102,6 +106,7 @@ class Phase:
     one_user: bool
     latencies: list[float] = field(default_factory=list)
     wall: float = 0.0
+    cores_busy: float = 0.0  # cores in use on the machine during the phase (everything on it)
 
     @property
     def rate(self) -> float:
@@ -118,9 +123,12 @@ async def run_phase(phase: Phase, url: str, tokens: list[str], args: argparse.Na
         for i in range(args.messages):
             phase.latencies.append(await client.say(i, args.timeout))
 
+    busy0, total0 = common.machine_cpu()
     started = time.perf_counter()
     await asyncio.gather(*(loop(c) for c in clients))
     phase.wall = time.perf_counter() - started
+    busy1, total1 = common.machine_cpu()
+    phase.cores_busy = (busy1 - busy0) / (total1 - total0) * (os.cpu_count() or 1)
     await asyncio.gather(*(c.close() for c in clients))
 
 
@@ -183,7 +191,8 @@ def report(phases: list[Phase], env: dict[str, str], args: argparse.Namespace) -
     print(
         f"bench/scale.py: {args.clients} clients x {args.messages} messages (each waits for the engine's "
         f"reply), {CHAT_APP}, PostgreSQL {common.database_name(env)}, {common.channel_layer(env)}, "
-        f"nginx in front, {os.cpu_count()} cores"
+        f"nginx in front, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end "
+        "(the machine's busy cores include any other work on it)"
     )
     rows = []
     for p in phases:
@@ -195,14 +204,26 @@ def report(phases: list[Phase], env: dict[str, str], args: argparse.Namespace) -
                 f"{p.rate:.0f}",
                 f"{common.percentile(p.latencies, 0.5) * 1000:.1f}",
                 f"{common.percentile(p.latencies, 0.95) * 1000:.1f}",
+                f"{p.cores_busy:.2f} of {os.cpu_count()}",
+                f"{p.cores_busy * 1000 / p.rate:.1f}",
             ]
         )
-    print(common.table(["phase", "msg/s", "p50 ms", "p95 ms"], rows, left=[0]))
+    headers = ["phase", "msg/s", "p50 ms", "p95 ms", "machine cores busy", "machine CPU ms/msg"]
+    print(common.table(headers, rows, left=[0]))
     one, two, one_user = phases
     if one.rate and two.rate:
         ratio = two.rate / one.rate
         verdict = "PASS" if ratio >= TWO_OVER_ONE_BAR else "FAIL"
         print(f"two / one processes: {ratio:.2f}x (bar {TWO_OVER_ONE_BAR}x) {verdict}")
+    if one.rate and one.cores_busy:
+        # Everything runs on this machine (servers, PostgreSQL, Redis, nginx, engines, clients):
+        # more processes cannot make a message cost less CPU than one process makes it cost.
+        ceiling = (os.cpu_count() or 1) / one.cores_busy
+        reach = "within reach" if ceiling >= TWO_OVER_ONE_BAR else "OUT OF REACH on this machine"
+        print(
+            f"  the most any number of processes could give here: {ceiling:.2f}x (all cores over the "
+            f"{one.cores_busy:.2f} the one-process phase kept busy); the bar is {reach}"
+        )
     if two.rate and one_user.rate:
         ratio = one_user.rate / two.rate
         verdict = "PASS" if ratio >= ONE_USER_BAR else "FAIL"

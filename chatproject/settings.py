@@ -270,8 +270,8 @@ RECOVERY_EVERY = float(os.environ.get("RECOVERY_EVERY", "1"))
 # its engine conversation id, so the next message resumes it (sessions_app.runtime.idle_runs).
 # 0 switches it off.
 ENGINE_IDLE_TIMEOUT = float(os.environ.get("ENGINE_IDLE_TIMEOUT", "600"))
-# Chat sessions (each with its engine run) a box keeps; the least recently used idle one is
-# closed past it (sessions_app.runtime.pool).
+# Chat sessions (each with its engine run) a box keeps in one process; the least recently used
+# idle one is closed past it (sessions_app.runtime.pool).
 ENGINE_SESSIONS_PER_BOX = int(os.environ.get("ENGINE_SESSIONS_PER_BOX", "32"))
 # ... and the process keeps across all its boxes (a user may own several boxes).
 ENGINE_SESSIONS_PER_PROCESS = int(os.environ.get("ENGINE_SESSIONS_PER_PROCESS", "128"))

@@ -5,9 +5,9 @@ layer while handing it over, the process holding it, the process running its tur
 row in the database that says so. Every ``RECOVERY_EVERY`` seconds each process looks for
 such rows among the work it can take:
 
-- engine-runtime apps: chat sends of boxes this process owns, or whose owner is dead (the box
-  is then claimed), that are pending and not held by the thread's ChatSession, or whose turn
-  began and never ended; the thread's session re-queues the first and closes the second with
+- engine-runtime apps: chat sends of threads this process runs, or whose owner is dead (the
+  thread is then claimed), that are pending and not held by the thread's ChatSession, or whose
+  turn began and never ended; the thread's session re-queues the first and closes the second with
   a visible error (``chats.recover_thread``);
 - hooks-API apps: sends of the sessions whose socket this process holds, whose holder died
   (``hook_sends.recover``).
@@ -42,7 +42,7 @@ HAND_OVER_GRACE = timedelta(seconds=1)
 
 def orphaned_chat_threads(me: str) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
     """``(box, thread, author)`` of chat sends this process should look after: pending for a
-    moment, or transcribed with no outcome, in boxes owned by this process or by a process
+    moment, or transcribed with no outcome, in threads run by this process or by a process
     that is gone (and was on this process's channel layer)."""
     return selectors.chat_threads_to_recover(
         me,
@@ -58,7 +58,7 @@ async def recover_once() -> int:
     if load_app().engine_runtime:
         done = 0
         for box_id, thread_id, author in await database_sync_to_async(orphaned_chat_threads)(me):
-            _owner, mine = await owner_of(box_id, fresh=True)
+            _owner, mine = await owner_of(("thread", thread_id), fresh=True)
             if mine:
                 await chats.recover_thread(box_id, thread_id, author)
                 done += 1

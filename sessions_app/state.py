@@ -12,9 +12,9 @@ between runs of in-process code; a server never needs to).
 | ``local_sockets`` | the sockets this process holds, by session | open sockets |
 | ``live_sessions`` | working copies of the sessions whose sockets are or were here | sessions not yet ended |
 | ``stop_handlers`` | how to stop a session's running hook from another process | live sessions |
-| ``pools`` | one ``BoxPool`` per box this process runs | boxes owned; sessions per pool capped |
+| ``pools`` | one ``BoxPool`` per box with sessions in this process | boxes served; sessions per pool capped |
 | ``audiences`` | the web sessions watching each thread's ChatSession | watched threads (empty ones dropped) |
-| ``known_owners`` | box owners learned recently | boxes served (entries expire when read) |
+| ``known_owners`` | box and thread owners learned recently | boxes and threads served (entries expire when read) |
 | ``integration_turns`` | integration turns in flight and per-box locks | turns in flight (idle locks dropped) |
 | ``heartbeats`` | the sockets to ping and when | open sockets |
 | ``recovery_loop``, ``expiry_sweeper``, ``idle_run_closer`` | the periodic tasks | one task each |

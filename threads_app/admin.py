@@ -34,7 +34,16 @@ class ThreadAdmin(admin.ModelAdmin):
     list_filter = ("deleted_at", "chat_profile", "box__engine")
     search_fields = ("name", "id", "owner__username")
     # A thread stays with the box and owner it was made for; the rest is the runtime's.
-    readonly_fields = ("id", "owner", "box", "engine_session_id", "last_seq", "created_at", "updated_at")
+    readonly_fields = (
+        "id",
+        "owner",
+        "box",
+        "engine_session_id",
+        "runtime_owner",
+        "last_seq",
+        "created_at",
+        "updated_at",
+    )
     inlines = [StepInline]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:

@@ -31,8 +31,8 @@ class Box(models.Model):
     webhook_url = models.URLField(blank=True, default="")
     # The HMAC-SHA256 key of the ``X-Tether-Signature`` header on deliveries to webhook_url.
     webhook_secret = models.CharField(max_length=128, blank=True, default=new_webhook_secret)
-    # The process whose pool runs this box's sessions (its mailbox channel) and its heartbeat;
-    # see sessions_app.runtime.ownership.
+    # The process whose pool runs this box's integration sessions (its mailbox channel) and
+    # when it claimed them; see sessions_app.runtime.ownership.
     runtime_owner = models.CharField(max_length=200, blank=True, default="")
     runtime_heartbeat = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -56,6 +56,9 @@ class Thread(models.Model):
     chat_profile = models.CharField(max_length=255, blank=True, default="")
     chat_settings = models.JSONField(default=dict, blank=True)
     engine_session_id = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    # The process running this thread's interactive ChatSession (its mailbox channel); see
+    # sessions_app.runtime.ownership.
+    runtime_owner = models.CharField(max_length=200, blank=True, default="")
     # The highest ``Step.seq`` handed out; bumped under a row lock so seqs never collide.
     last_seq = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)

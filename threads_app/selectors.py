@@ -228,9 +228,9 @@ def unsettled_turns(thread_id: uuid.UUID) -> list[list[uuid.UUID]]:
 def chat_threads_to_recover(
     me: str, *, live_owners: Any, unreachable_owners: Any, settled_before: datetime
 ) -> list[tuple[Any, ...]]:
-    """``(box, thread, author username)`` of open chat sends in boxes owned by ``me`` or by a
+    """``(box, thread, author username)`` of open chat sends in threads run by ``me`` or by a
     process not among ``live_owners`` nor ``unreachable_owners``: pending since before
-    ``settled_before``, or transcribed with no outcome. Boxes no process ever ran are left
+    ``settled_before``, or transcribed with no outcome. Threads no process ever ran are left
     out (their sends are handed over as they are accepted)."""
     open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=settled_before) | Q(
         state=AcceptedMessage.State.TRANSCRIBED, outcome=""
@@ -240,11 +240,11 @@ def chat_threads_to_recover(
             open_sends, source=AcceptedMessage.Source.CHAT, thread__deleted_at=None
         )
         .filter(
-            Q(box__runtime_owner=me)
+            Q(thread__runtime_owner=me)
             | (
-                ~Q(box__runtime_owner="")
-                & ~Q(box__runtime_owner__in=live_owners)
-                & ~Q(box__runtime_owner__in=unreachable_owners)
+                ~Q(thread__runtime_owner="")
+                & ~Q(thread__runtime_owner__in=live_owners)
+                & ~Q(thread__runtime_owner__in=unreachable_owners)
             )
         )
         .values_list("box_id", "thread_id", "author__username")

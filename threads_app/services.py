@@ -303,7 +303,7 @@ def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None
     Thread.objects.filter(pk=thread_id).update(engine_session_id=engine_session_id)
 
 
-# --- boxes and the process that runs them ---------------------------------------------------------
+# --- boxes, threads and the processes that run them ----------------------------------------------
 
 
 def claim_box(box_id: uuid.UUID, me: str, *, claimable: Q) -> str:
@@ -313,18 +313,27 @@ def claim_box(box_id: uuid.UUID, me: str, *, claimable: Q) -> str:
     return Box.objects.filter(pk=box_id).values_list("runtime_owner", flat=True).get()
 
 
-def release_boxes(me: str) -> int:
-    """Give up the boxes ``me`` owns that have no open chat send; a box with open sends keeps
-    the address, so that once ``me`` is gone its sends are recovered elsewhere."""
+def claim_thread(thread_id: uuid.UUID, me: str, *, claimable: Q) -> str:
+    """Take the thread's interactive runtime where ``claimable`` allows it (the same lease
+    rule on ``Thread.runtime_owner``); return its owner either way ("" for no such thread)."""
+    Thread.objects.filter(claimable, pk=thread_id).update(runtime_owner=me)
+    return Thread.objects.filter(pk=thread_id).values_list("runtime_owner", flat=True).first() or ""
+
+
+def release_threads(me: str) -> int:
+    """Give up the threads ``me`` runs that have no open chat send; a thread with open sends
+    keeps the address, so that once ``me`` is gone they are recovered elsewhere."""
     open_sends = AcceptedMessage.objects.filter(
         Q(state=AcceptedMessage.State.PENDING) | Q(state=AcceptedMessage.State.TRANSCRIBED, outcome=""),
         source=AcceptedMessage.Source.CHAT,
-    ).values("box_id")
-    return (
-        Box.objects.filter(runtime_owner=me)
-        .exclude(pk__in=open_sends)
-        .update(runtime_owner="", runtime_heartbeat=None)
-    )
+    ).values("thread_id")
+    return Thread.objects.filter(runtime_owner=me).exclude(pk__in=open_sends).update(runtime_owner="")
+
+
+def release_boxes(me: str) -> int:
+    """Give up the boxes ``me`` runs integration sessions for (a graceful shutdown, once its
+    integration turns ended)."""
+    return Box.objects.filter(runtime_owner=me).update(runtime_owner="", runtime_heartbeat=None)
 
 
 def ensure_webhook_secret(box_id: uuid.UUID) -> str:

@@ -2,9 +2,9 @@
 ``ChatSession``.
 
 A send is accepted (``accepting``) before the engine sees it; the thread's ChatSession then
-takes it now or queues it. The session lives in the process that owns the thread's box
-(``routing``): the ``*_here`` functions are what runs there, called directly or through the
-owner's mailbox. What a session emits goes to every web session watching the thread (its
+takes it now or queues it. The session lives in the process that owns the thread, the first
+one whose socket needed it (``ownership``, ``routing``): the ``*_here`` functions are what runs
+there, called directly or through the owner's mailbox. What a session emits goes to every web session watching the thread (its
 audience), wherever their sockets are.
 """
 
@@ -25,7 +25,7 @@ from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import BoxAtCapacity, pools
-from sessions_app.runtime.routing import at_owner, box_of
+from sessions_app.runtime.routing import at_thread_owner, box_of
 from sessions_app.thread_bus import publish_accepted
 from threads_app.models import AcceptedMessage, Box, Thread
 from threads_app.services import record_queued, settled_queued
@@ -95,7 +95,7 @@ class Audiences:
 audiences = Audiences()
 
 
-# --- the owner's side: what runs in the process holding the box's pool ------------------------
+# --- the owner's side: what runs in the process running the thread's session ------------------
 
 
 async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSession:
@@ -157,7 +157,7 @@ async def forget_here(request: dict[str, Any]) -> None:
 
 
 async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -> None:
-    """In the box's owner: make sure the thread's ChatSession holds every send accepted for
+    """In the thread's owner: make sure the thread's ChatSession holds every send accepted for
     it and not transcribed, and has closed turns a dead runner left open."""
     session = pools.find_chat_session(thread_id)
     if session is None:
@@ -232,7 +232,7 @@ async def accept_and_submit(
 
 
 async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.UUID | None = None) -> bool:
-    """Give an accepted send to its thread's ChatSession, wherever the box's pool lives.
+    """Give an accepted send to its thread's ChatSession, wherever that runs.
     Returns whether it waits in a queue. When the owner cannot be reached (the channel layer
     is down, the owner died) the send stays pending: the recovery loop hands it over later."""
     request = {
@@ -246,11 +246,11 @@ async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.
         "images": list(accepted.images),
     }
     try:
-        return bool(await at_owner(accepted.box_id, request, submit_here))
+        return bool(await at_thread_owner(accepted.thread_id, request, submit_here))
     except Exception as exc:  # MailboxError, or the layer failing under the claim
         logger.warning(
-            "box %s owner unreachable (%r); send %s stays pending for recovery",
-            accepted.box_id,
+            "thread %s owner unreachable (%r); send %s stays pending for recovery",
+            accepted.thread_id,
             exc,
             accepted.pk,
         )
@@ -265,7 +265,7 @@ async def watch(session_id: uuid.UUID, thread_id: uuid.UUID) -> bool:
         return False
     request = {"type": "runtime.watch", "thread": str(thread_id), "session": str(session_id)}
     try:
-        return bool(await at_owner(box.id, request, watch_here))
+        return bool(await at_thread_owner(thread_id, request, watch_here))
     except MailboxError:
         return False
 
@@ -275,13 +275,17 @@ async def stop(thread_id: uuid.UUID) -> bool:
     box = await box_of(thread_id)
     if box is None:
         return False
-    return bool(await at_owner(box.id, {"type": "runtime.stop", "thread": str(thread_id)}, stop_here))
+    return bool(
+        await at_thread_owner(thread_id, {"type": "runtime.stop", "thread": str(thread_id)}, stop_here)
+    )
 
 
 async def forget(session_id: uuid.UUID, thread_id: uuid.UUID) -> None:
-    """A web session ended: it leaves every audience, here and in the box's owner."""
+    """A web session ended: it leaves every audience, here and in the thread's owner."""
     box = await box_of(thread_id)
     audiences.leave_all(session_id)
     if box is not None:
         with contextlib.suppress(MailboxError):
-            await at_owner(box.id, {"type": "runtime.forget", "session": str(session_id)}, forget_here)
+            await at_thread_owner(
+                thread_id, {"type": "runtime.forget", "session": str(session_id)}, forget_here
+            )

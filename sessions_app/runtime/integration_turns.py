@@ -32,7 +32,7 @@ from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import MailboxError
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools
-from sessions_app.runtime.routing import at_owner, box_of
+from sessions_app.runtime.routing import at_box_owner, box_of
 from sessions_app.runtime.thread_session import TurnResponse
 from threads_app.models import AcceptedMessage, Box, Thread
 from threads_app.selectors import accepted_exists, box_by_id
@@ -57,7 +57,7 @@ async def submit(*, user: Any, thread: Thread, box: Box, message_id: uuid.UUID, 
         "text": text,
     }
     try:
-        answer = await at_owner(box.id, request, accept_here)
+        answer = await at_box_owner(box.id, request, accept_here)
     except MailboxError:
         # It may have been accepted all the same (a late answer): resending the same id is safe.
         logger.warning("box %s owner did not answer for integration message %s", box.id, message_id)

@@ -1,6 +1,6 @@
-"""What a box's owner serves for other processes: the mailbox request types and the
-functions that answer them (the same functions ``routing.at_owner`` calls directly when this
-process is the owner)."""
+"""What the owner of a thread's (or a box's integration) sessions serves for other processes:
+the mailbox request types and the functions that answer them (the same functions ``routing``
+calls directly when this process is the owner)."""
 
 from sessions_app.runtime import chats, integration_turns
 from sessions_app.runtime.routing import Handler

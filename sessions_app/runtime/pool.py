@@ -1,9 +1,11 @@
-"""``BoxPool``: one per box, in the process that serves the box's sessions.
+"""``BoxPool``: one per box in each process that runs sessions of the box (the threads it
+owns, and the box's integration sessions where it owns the box; ``ownership``).
 
 It creates, finds, parks and evicts the box's sessions:
 
 - interactive ``ChatSession``s, one per thread, at most ``ENGINE_SESSIONS_PER_BOX`` per box and
-  ``ENGINE_SESSIONS_PER_PROCESS`` in the process: the least recently used idle one is closed
+  ``ENGINE_SESSIONS_PER_PROCESS`` in this process (the caps are per process: each process
+  bounds what it runs): the least recently used idle one is closed
   to make room (``stop()``), and with none idle a new thread's session waits
   (``BoxAtCapacity``);
 - integration ``ChatThreadSession``s, of which one is active: a message for another thread

@@ -38,7 +38,7 @@ from tests.support.hook_log import hook_calls
 from tests.support.nginx import require_nginx
 from tests.support.server import ROOT, database_env, free_port
 from tests.support.waiting import wait_until
-from threads_app.models import Box
+from threads_app.models import Thread
 
 pytestmark = [
     pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
@@ -268,8 +268,8 @@ async def test_a_moved_hooks_session_starts_once(server_factory, tmp_path, make_
 
 
 @sync_to_async
-def box_owner_pid(user: Any) -> int:
-    owner = Box.objects.get(owner=user).runtime_owner
+def thread_owner_pid(thread_id: str) -> int:
+    owner = Thread.objects.get(pk=thread_id).runtime_owner
     return ServerProcess.objects.get(address=owner).pid
 
 
@@ -280,9 +280,9 @@ async def test_a_draining_process_is_not_ready_and_new_sockets_go_around_it(engi
     newcomers = [ChatClient(engine_cluster.url, cookie) for _ in range(TABS)]
     try:
         await tab.start()
-        await tab.send("!slow 0.2\n" + " ".join(f"w{i}" for i in range(25)))  # about 5 s
+        sent = await tab.send("!slow 0.2\n" + " ".join(f"w{i}" for i in range(25)))  # about 5 s
         await tab.wait_event("stream_token")
-        owner = await box_owner_pid(user)
+        owner = await thread_owner_pid(sent["threadId"])
         (draining,) = [d for d in engine_cluster.daphnes if d.pid == owner]
         (other,) = [d for d in engine_cluster.daphnes if d is not draining]
 

@@ -1,8 +1,10 @@
-"""The engine runtime across two daphne processes: a box's sessions live in one process.
+"""The engine runtime across two daphne processes: a thread's session lives in one process,
+the one where its sockets first needed it.
 
-Two tabs of one user on two servers send to the same thread: the box's owner runs one engine
-run for the thread, both tabs see the replies, and the queue/drain contract holds across the
-processes. Skipped unless PostgreSQL and Redis are shared.
+Two tabs of one user on two servers send to the same thread: the thread's owner runs one
+engine run for it, both tabs see the replies, and the queue/drain contract holds across the
+processes. Two tabs of one user on two servers, each in a thread of its own, have their turns
+run where their sockets are. Skipped unless PostgreSQL and Redis are shared.
 """
 
 import asyncio
@@ -10,8 +12,9 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 
+from sessions_app.models import ServerProcess
 from tests.support.client import signed_in
-from threads_app.models import Box, Step
+from threads_app.models import Step, Thread
 
 pytestmark = [
     pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
@@ -31,6 +34,13 @@ def engine_pair(server_factory, tmp_path_factory):
 @sync_to_async
 def transcript(thread_id: str) -> list[tuple[str, str]]:
     return list(Step.objects.filter(thread_id=thread_id).order_by("seq").values_list("type", "output"))
+
+
+@sync_to_async
+def owner_pid(thread_id: str) -> int | None:
+    """The pid of the process running the thread's session (None: no live process does)."""
+    owner = Thread.objects.get(pk=thread_id).runtime_owner
+    return ServerProcess.objects.filter(address=owner).values_list("pid", flat=True).first()
 
 
 async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pair, make_user):
@@ -58,10 +68,7 @@ async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pai
         ("user_message", "from tab b"),
         ("assistant_message", "Echo #2: from tab b"),
     ]
-    owners = await sync_to_async(
-        lambda: list(Box.objects.filter(owner=user).values_list("runtime_owner", flat=True))
-    )()
-    assert len(owners) == 1 and owners[0]
+    assert await owner_pid(thread_id) == a.process.pid  # where the thread's first send came from
 
     # stop from the tab on the other process interrupts the run on the owner.
     tab_a.events.clear()
@@ -74,3 +81,31 @@ async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pai
     assert not any("stopped from tab b" in r for r in tab_a.replies() + tab_b.replies())
     await tab_a.disconnect()
     await tab_b.disconnect()
+
+
+async def test_one_users_threads_run_where_their_sockets_are(engine_pair, make_user):
+    """One user (one box) with a tab on each process, each tab in a thread of its own: each
+    thread's engine run lives in its tab's process, so no turn crosses processes, and both
+    processes run the box's sessions at once."""
+    a, b = engine_pair
+    user = make_user()
+    tab_a, tab_b = await signed_in(a, user), await signed_in(b, user)
+    await tab_a.start()
+    await tab_b.start()
+    try:
+        first_a, first_b = await asyncio.gather(
+            tab_a.send("!slow 0.05\nhello from a"), tab_b.send("!slow 0.05\nhello from b")
+        )
+        assert first_a["threadId"] != first_b["threadId"]
+        await tab_a.wait_for(lambda c: c.replies() == ["Echo #1: hello from a"], timeout=20)
+        await tab_b.wait_for(lambda c: c.replies() == ["Echo #1: hello from b"], timeout=20)
+        assert await owner_pid(first_a["threadId"]) == a.process.pid
+        assert await owner_pid(first_b["threadId"]) == b.process.pid
+        await asyncio.gather(tab_a.send("again from a"), tab_b.send("again from b"))
+        await tab_a.wait_for(lambda c: "Echo #2: again from a" in c.replies(), timeout=20)
+        await tab_b.wait_for(lambda c: "Echo #2: again from b" in c.replies(), timeout=20)
+        assert await owner_pid(first_a["threadId"]) == a.process.pid
+        assert await owner_pid(first_b["threadId"]) == b.process.pid
+    finally:
+        await tab_a.disconnect()
+        await tab_b.disconnect()

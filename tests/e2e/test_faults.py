@@ -32,7 +32,7 @@ from tests.support.cluster import (
     thread_record,
 )
 from tests.support.waiting import wait_until, wait_until_async
-from threads_app.models import Box
+from threads_app.models import Box, Thread
 
 pytestmark = [
     pytest.mark.fault,
@@ -290,6 +290,7 @@ async def test_sigterm_of_the_running_process(cluster, make_user):
     # Its claims were released, its liveness row deleted.
     assert not await ServerProcess.objects.filter(address=a_address).aexists()
     assert not await Box.objects.filter(runtime_owner=a_address).aexists()
+    assert not await Thread.objects.filter(runtime_owner=a_address).aexists()
     assert not await SocketSession.objects.filter(turn_owner=a_address).aexists()
     assert await sessions_on_dead_sockets() == []
     assert cluster.hooks(client.session_id, "on_chat_end") == []  # a restart does not end chats

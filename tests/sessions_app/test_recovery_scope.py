@@ -17,15 +17,15 @@ from threads_app.models import AcceptedMessage, Box, Thread
 pytestmark = pytest.mark.django_db
 
 
-def open_send_in_box_owned_by(owner: str) -> uuid.UUID:
+def open_send_in_thread_run_by(owner: str) -> uuid.UUID:
     user = get_user_model().objects.create(username=f"u-{uuid.uuid4().hex[:8]}")
-    box = Box.objects.create(owner=user, name="default", runtime_owner=owner)
-    thread = Thread.objects.create(owner=user, box=box, name="t")
+    box = Box.objects.create(owner=user, name="default")
+    thread = Thread.objects.create(owner=user, box=box, name="t", runtime_owner=owner)
     sent = AcceptedMessage.objects.create(
         id=uuid.uuid4(), client_id=uuid.uuid4(), thread=thread, box=box, author=user, text="hi"
     )
     AcceptedMessage.objects.filter(pk=sent.pk).update(accepted_at=timezone.now() - timedelta(minutes=1))
-    return box.id
+    return thread.id
 
 
 def dead_process(address: str, layer: str) -> None:
@@ -37,11 +37,16 @@ def dead_process(address: str, layer: str) -> None:
 def test_only_dead_processes_of_this_channel_layer_are_taken_over():
     dead_process("dead-here", layer_fingerprint())
     dead_process("dead-elsewhere", "another-layer")
-    here = open_send_in_box_owned_by("dead-here")
-    gone = open_send_in_box_owned_by("shut-down-cleanly")  # its row was deleted on the way out
-    mine = open_send_in_box_owned_by("me")
-    elsewhere = open_send_in_box_owned_by("dead-elsewhere")
+    here = open_send_in_thread_run_by("dead-here")
+    gone = open_send_in_thread_run_by("shut-down-cleanly")  # its row was deleted on the way out
+    mine = open_send_in_thread_run_by("me")
+    elsewhere = open_send_in_thread_run_by("dead-elsewhere")
+    live = open_send_in_thread_run_by("alive-elsewhere")
+    ServerProcess.objects.create(
+        address="alive-elsewhere", pid=2, heartbeat_at=timezone.now(), layer=layer_fingerprint()
+    )
+    never_run = open_send_in_thread_run_by("")  # handed over as it is accepted
 
-    boxes = {box for box, _thread, _author in orphaned_chat_threads("me")}
-    assert {here, gone, mine} <= boxes
-    assert elsewhere not in boxes
+    threads = {thread for _box, thread, _author in orphaned_chat_threads("me")}
+    assert {here, gone, mine} <= threads
+    assert not {elsewhere, live, never_run} & threads
