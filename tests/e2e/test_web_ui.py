@@ -861,6 +861,7 @@ async def test_a_hooks_app_confirms_the_users_message_once_above_its_reply(open_
     await chat.send("buy milk")
     await chat.wait_reply("Noted. That makes 1 note.")
     await expect(chat.pending).to_have_count(0)
+    await expect(chat.locator("#thread-title")).to_have_text("buy milk")  # named by its first message
     await chat.send("call the plumber")
     await chat.wait_reply("Noted. That makes 2 notes.")
     await expect(chat.pending).to_have_count(0)
@@ -878,4 +879,5 @@ async def test_a_hooks_app_confirms_the_users_message_once_above_its_reply(open_
     await chat.reload()
     await expect(chat.messages).to_have_count(len(expected))
     assert await chat.transcript() == expected
+    await expect(chat.locator("#thread-title")).to_have_text("buy milk")
     await chat.assert_clean()
