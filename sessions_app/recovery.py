@@ -5,9 +5,9 @@ layer while handing it over, the process holding it, the process running its tur
 row in the database that says so. Every ``RECOVERY_EVERY`` seconds each process looks for
 such rows among the work it can take:
 
-- engine-runtime apps: chat sends of threads this process runs, or whose owner is dead (the
-  thread is then claimed), that are pending and not held by the thread's ChatSession, or whose
-  turn began and never ended; the thread's session re-queues the first and closes the second with
+- engine-runtime apps: chat sends of threads this process runs, or whose owner is dead or
+  that nobody claimed (the thread is then claimed), that are pending and not held by the
+  thread's ChatSession, or whose turn began and never ended; the thread's session re-queues the first and closes the second with
   a visible error (``chats.recover_thread``);
 - hooks-API apps: sends of the sessions whose socket this process holds, whose holder died
   (``hook_sends.recover``).

@@ -230,10 +230,14 @@ def chat_threads_to_recover(
 ) -> list[tuple[Any, ...]]:
     """``(box, thread, author username)`` of open chat sends in threads run by ``me`` or by a
     process not among ``live_owners`` nor ``unreachable_owners``: pending since before
-    ``settled_before``, or transcribed with no outcome. Threads no process ever ran are left
-    out (their sends are handed over as they are accepted)."""
+    ``settled_before``, or transcribed with no outcome. Also threads no process has claimed
+    with a send pending since before ``settled_before``: a send is handed over (and its thread
+    claimed) right after it is accepted, so such a send's process died in between."""
     open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=settled_before) | Q(
         state=AcceptedMessage.State.TRANSCRIBED, outcome=""
+    )
+    unclaimed = Q(
+        thread__runtime_owner="", state=AcceptedMessage.State.PENDING, accepted_at__lt=settled_before
     )
     rows = (
         AcceptedMessage.objects.filter(
@@ -241,6 +245,7 @@ def chat_threads_to_recover(
         )
         .filter(
             Q(thread__runtime_owner=me)
+            | unclaimed
             | (
                 ~Q(thread__runtime_owner="")
                 & ~Q(thread__runtime_owner__in=live_owners)

@@ -1,6 +1,7 @@
-"""Which dead processes' work the recovery loop takes over: only that of processes on the same
-channel layer (a process on another one, another deployment sharing the database or a test's
-private Redis, cannot be reached by the sessions it served)."""
+"""Which threads' open sends the recovery loop takes over: its own, those of dead processes on
+the same channel layer (a process on another one, another deployment sharing the database or
+a test's private Redis, cannot be reached by the sessions it served), and those of threads no
+process claimed (the accepting process died before handing the send over)."""
 
 import uuid
 from datetime import timedelta
@@ -45,8 +46,15 @@ def test_only_dead_processes_of_this_channel_layer_are_taken_over():
     ServerProcess.objects.create(
         address="alive-elsewhere", pid=2, heartbeat_at=timezone.now(), layer=layer_fingerprint()
     )
-    never_run = open_send_in_thread_run_by("")  # handed over as it is accepted
+    # Never claimed: the process that accepted it died before handing it over.
+    never_run = open_send_in_thread_run_by("")
 
     threads = {thread for _box, thread, _author in orphaned_chat_threads("me")}
-    assert {here, gone, mine} <= threads
-    assert not {elsewhere, live, never_run} & threads
+    assert {here, gone, mine, never_run} <= threads
+    assert not {elsewhere, live} & threads
+
+
+def test_a_send_being_handed_over_right_now_is_left_alone():
+    thread_id = open_send_in_thread_run_by("")
+    AcceptedMessage.objects.filter(thread_id=thread_id).update(accepted_at=timezone.now())
+    assert thread_id not in {thread for _box, thread, _author in orphaned_chat_threads("me")}
