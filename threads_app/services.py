@@ -11,7 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
@@ -314,9 +314,24 @@ def claim_box(box_id: uuid.UUID, me: str, *, claimable: Q) -> str:
 
 
 def claim_thread(thread_id: uuid.UUID, me: str, *, claimable: Q) -> str:
-    """Take the thread's interactive runtime where ``claimable`` allows it (the same lease
-    rule on ``Thread.runtime_owner``); return its owner either way ("" for no such thread)."""
-    Thread.objects.filter(claimable, pk=thread_id).update(runtime_owner=me)
+    """Take the thread's interactive runtime where ``claimable`` allows it (the lease rule on
+    ``Thread.runtime_owner``: free or held by a dead process); return its owner either way
+    ("" for no such thread). A thread held by ``me`` or by another live process is only read,
+    in one statement: owners are asked for every few seconds, and a write would queue behind
+    the step writes that lock the thread's row."""
+    row = (
+        Thread.objects.filter(pk=thread_id)
+        .annotate(free=ExpressionWrapper(claimable, output_field=BooleanField()))
+        .values_list("runtime_owner", "free")
+        .first()
+    )
+    if row is None:
+        return ""
+    owner, free = row
+    if owner == me or not free:
+        return str(owner)
+    if Thread.objects.filter(claimable, pk=thread_id).update(runtime_owner=me):
+        return me
     return Thread.objects.filter(pk=thread_id).values_list("runtime_owner", flat=True).first() or ""
 
 

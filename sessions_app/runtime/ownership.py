@@ -39,7 +39,7 @@ def claim_box(box_id: uuid.UUID, me: str) -> str:
 
 def claim_thread(thread_id: uuid.UUID, me: str) -> str:
     """Take the thread's interactive runtime on the same terms; return its owner."""
-    return services.claim_thread(thread_id, me, claimable=claimable("runtime_owner", me, reentrant=True))
+    return services.claim_thread(thread_id, me, claimable=claimable("runtime_owner", me, reentrant=False))
 
 
 def release_all(me: str) -> int:
