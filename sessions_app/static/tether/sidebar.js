@@ -19,6 +19,7 @@ export class Sidebar {
     this.currentId = currentId;
     this.onError = onError;
     this.onDeletedCurrent = onDeletedCurrent;
+    this.latest = Promise.resolve(undefined); // the newest read of the list
     this.next = null;
     this.generation = 0; // answers to an older search are dropped
     let timer = null;
@@ -34,13 +35,20 @@ export class Sidebar {
     this.more.addEventListener("click", () => this.loadMore());
   }
 
-  /** (Re)read the list; answers the threads shown (undefined when it failed or was overtaken). */
-  async load() {
+  /** (Re)read the list; answers the threads shown (undefined when it failed). A read overtaken
+   * by a newer one answers what the newer one shows, so a caller looking for a thread it just
+   * created finds it whichever read lands last. */
+  load() {
     const generation = ++this.generation;
+    this.latest = this.read(generation);
+    return this.latest;
+  }
+
+  async read(generation) {
     this.root.setAttribute("aria-busy", "true");
     try {
       const page = await listThreads({ search: this.search.value });
-      if (generation !== this.generation) return;
+      if (generation !== this.generation) return this.latest;
       this.list.replaceChildren(...page.results.map((t) => this.item(t)));
       this.setNext(page.next);
       return page.results;
