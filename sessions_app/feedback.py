@@ -14,6 +14,8 @@ import uuid
 from typing import Any, cast
 
 from django.contrib.auth.models import User
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
@@ -32,6 +34,7 @@ from threads_app.feedback import (
 )
 from threads_app.models import FEEDBACK_COMMENT_MAX
 from threads_app.models import Feedback as FeedbackRecord
+from threads_app.parsers import BoundedJSONParser
 from threads_app.serializers import TextField
 
 
@@ -105,10 +108,28 @@ COMMON_ERRORS = {
     401: _error("No valid credentials (a token or a session)."),
     403: _error("A session-authenticated request without a valid CSRF token."),
     413: _error("The body is over MAX_REQUEST_BODY_BYTES (refused before it is read)."),
+    415: _error("A body that is not JSON."),
 }
 
 
+class FeedbackSchema(AutoSchema):
+    """drf-spectacular describes no body for a DELETE; Chainlit's ``DELETE /feedback`` takes
+    one (``{feedbackId}``), so this view's DELETE is described as its PUT would be."""
+
+    def _get_request_body(self, direction: str = "request") -> Any:
+        if self.method != "DELETE":
+            return super()._get_request_body(direction)  # type: ignore[no-untyped-call]  # unannotated in drf-spectacular
+        self.method = "PUT"
+        try:
+            return super()._get_request_body(direction)  # type: ignore[no-untyped-call]  # unannotated in drf-spectacular
+        finally:
+            self.method = "DELETE"
+
+
 class FeedbackView(APIView):
+    schema = FeedbackSchema()
+    parser_classes = [BoundedJSONParser]  # JSON bodies only (the budget: MAX_REQUEST_BODY_BYTES)
+
     @extend_schema(
         operation_id="feedback_update",
         summary="Give or change the caller's feedback on an assistant message",
@@ -116,7 +137,8 @@ class FeedbackView(APIView):
         responses={
             200: FeedbackAnswerSerializer,
             400: OpenApiResponse(
-                description="An invalid body (DRF's errors by field), or a step that is not an assistant message."
+                OpenApiTypes.OBJECT,
+                description="An invalid body (DRF's errors by field), or a step that is not an assistant message.",
             ),
             404: _error("No assistant message of that id in a live thread of the caller's."),
             **COMMON_ERRORS,
@@ -151,7 +173,7 @@ class FeedbackView(APIView):
         request=FeedbackDeleteSerializer,
         responses={
             200: SuccessSerializer,
-            400: OpenApiResponse(description="An invalid body (DRF's errors by field)."),
+            400: OpenApiResponse(OpenApiTypes.OBJECT, description="An invalid body (DRF's errors by field)."),
             404: _error("No feedback of that id is the caller's."),
             **COMMON_ERRORS,
         },

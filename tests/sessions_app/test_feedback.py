@@ -17,7 +17,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from chatproject.asgi import application
+from chatproject.asgi import http_app
 from tests.apps import feedback_recorder
 from tests.support.client import session_cookie
 from tests.support.concurrency import run_in_threads
@@ -281,7 +281,7 @@ async def test_a_body_over_the_request_budget_is_413_before_it_is_read(settings)
         "query_string": b"",
         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
     }
-    await application(scope, receive, send)
+    await http_app(scope, receive, send)
     assert sent[0]["status"] == 413 and not read
 
 
@@ -310,3 +310,17 @@ async def test_resume_thread_carries_the_users_feedback_on_each_rated_step(app, 
         "comment": "too long",
     }
     assert "feedback" not in steps[str(asked.pk)] and "feedback" not in steps[str(second.pk)]
+
+
+def test_the_schema_documents_both_operations_and_the_steps_feedback(client):
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+    operations = schema["paths"]["/api/feedback"]
+    assert set(operations) == {"put", "delete"}
+    components = schema["components"]["schemas"]
+    for method, fields in (("put", {"feedback"}), ("delete", {"feedbackId"})):
+        body = operations[method]["requestBody"]["content"]
+        assert list(body) == ["application/json"]
+        ref = body["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+        assert fields <= set(components[ref]["properties"])
+    assert "feedback" in components["Step"]["properties"]
+    assert "feedback" not in components["Step"]["required"]
