@@ -92,16 +92,16 @@ class FeedbackDeleteSerializer(serializers.Serializer[Any]):
     feedbackId = serializers.UUIDField()
 
 
-class SuccessSerializer(serializers.Serializer[Any]):
+class FeedbackDeletedSerializer(serializers.Serializer[Any]):
     success = serializers.BooleanField()
 
 
-class DetailSerializer(serializers.Serializer[Any]):
+class FeedbackErrorSerializer(serializers.Serializer[Any]):
     detail = serializers.CharField()
 
 
 def _error(description: str) -> OpenApiResponse:
-    return OpenApiResponse(DetailSerializer, description=description)
+    return OpenApiResponse(FeedbackErrorSerializer, description=description)
 
 
 COMMON_ERRORS = {
@@ -172,7 +172,7 @@ class FeedbackView(APIView):
         summary="Take back the caller's feedback",
         request=FeedbackDeleteSerializer,
         responses={
-            200: SuccessSerializer,
+            200: FeedbackDeletedSerializer,
             400: OpenApiResponse(OpenApiTypes.OBJECT, description="An invalid body (DRF's errors by field)."),
             404: _error("No feedback of that id is the caller's."),
             **COMMON_ERRORS,
