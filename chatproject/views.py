@@ -9,7 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from threads_app.models import Thread
+from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
 
 # The chat page loads only its own scripts and styles, and talks only to its own origin: a
@@ -51,6 +51,7 @@ def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
         "threadId": str(thread.pk) if thread else None,
         "threadName": thread.name if thread else "",
     }
-    response = render(request, "chat.html", {"thread": thread, "chat_config": config})
+    context = {"thread": thread, "chat_config": config, "feedback_comment_max": FEEDBACK_COMMENT_MAX}
+    response = render(request, "chat.html", context)
     response["Content-Security-Policy"] = CHAT_PAGE_CSP
     return response

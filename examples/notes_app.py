@@ -7,7 +7,8 @@ Run it with ``CHAT_APP=examples.notes_app make run``.
   which Tether persists into the thread's metadata at the end of every turn;
 - ``on_chat_resume`` runs once when an old thread is reopened, after its history has been
   sent to the client, so its message shows below the history;
-- ``on_chat_end`` runs once when the chat is cleared or its session expires.
+- ``on_chat_end`` runs once when the chat is cleared or its session expires;
+- ``on_feedback`` hears of each thumbs up / down a user gives (or changes) on a reply.
 """
 
 import logging
@@ -47,3 +48,11 @@ async def welcome_back(thread: dict) -> None:
 @chat.on_chat_end
 async def goodbye() -> None:
     logger.info("chat %s ended", chat.user_session.get("id"))
+
+
+@chat.on_feedback
+async def feedback_given(feedback: chat.Feedback) -> None:
+    verdict = "up" if feedback.value == 1 else "down"
+    logger.info(
+        "%s gave thumbs %s to %s: %s", feedback.userIdentifier, verdict, feedback.forId, feedback.comment
+    )

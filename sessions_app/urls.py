@@ -1,11 +1,14 @@
-"""The HTTP sends (``views``): the chat's send endpoint and integration messages."""
+"""The HTTP sends (``views``): the chat's send endpoint and integration messages; feedback on
+assistant messages (``feedback``)."""
 
 from django.urls import path
 
+from sessions_app.feedback import FeedbackView
 from sessions_app.views import IntegrationMessageView, SendView
 
 urlpatterns = [
     path("api/chat/send", SendView.as_view(), name="chat-send"),
+    path("api/feedback", FeedbackView.as_view(), name="feedback"),
     path(
         "api/integrations/threads/<uuid:thread_id>/messages/",
         IntegrationMessageView.as_view(),

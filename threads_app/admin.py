@@ -1,4 +1,4 @@
-"""Admin views of threads, steps and accepted sends, for inspection (the box's admin lives in
+"""Admin views of threads, steps, accepted sends and feedback, for inspection (the box's admin lives in
 ``sessions_app.admin``: it checks engine options against the runtime's engines). Fields the
 runtime owns are read-only."""
 
@@ -7,8 +7,12 @@ from typing import TYPE_CHECKING, TypedDict
 from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import Truncator
 
-from threads_app.models import AcceptedMessage, Step, Thread
+from threads_app.models import AcceptedMessage, Feedback, Step, Thread
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -77,3 +81,62 @@ class AcceptedMessageAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: AcceptedMessage | None = None) -> bool:
         return False
+
+
+def _change_link(url_name: str, pk: object, text: object) -> SafeString:
+    """A link to an admin change page (``admin:<app>_<model>_change``), showing ``text`` escaped."""
+    return format_html('<a href="{}">{}</a>', reverse(url_name, args=[pk]), text)
+
+
+@admin.register(Feedback)
+class FeedbackAdmin(admin.ModelAdmin):
+    """View only: feedback is the users' own word; the admin reads it, filters and searches it."""
+
+    list_display = ("verdict", "comment_excerpt", "message_link", "thread_link", "user_link", "updated_at")
+    list_filter = ("value", "created_at", "updated_at")
+    search_fields = ("comment",)
+    date_hierarchy = "created_at"
+    fields = (
+        "id",
+        "value",
+        "comment",
+        "message_link",
+        "thread_link",
+        "user_link",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Feedback]:
+        return super().get_queryset(request).select_related("thread", "user", "step")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Feedback | None = None) -> bool:
+        return False
+
+    @admin.display(ordering="value", description="feedback")
+    def verdict(self, feedback: Feedback) -> str:
+        return feedback.get_value_display()
+
+    @admin.display(description="comment")
+    def comment_excerpt(self, feedback: Feedback) -> str:
+        return Truncator(feedback.comment).chars(80)
+
+    @admin.display(description="message")
+    def message_link(self, feedback: Feedback) -> SafeString:
+        return _change_link(
+            "admin:threads_app_step_change",
+            feedback.step_id,
+            Truncator(feedback.step.output).chars(60) or feedback.step_id,
+        )
+
+    @admin.display(ordering="thread__name", description="thread")
+    def thread_link(self, feedback: Feedback) -> SafeString:
+        return _change_link("admin:threads_app_thread_change", feedback.thread_id, feedback.thread)
+
+    @admin.display(ordering="user__username", description="user")
+    def user_link(self, feedback: Feedback) -> SafeString:
+        return _change_link("admin:auth_user_change", feedback.user_id, feedback.user.get_username())

@@ -192,3 +192,40 @@ class AcceptedMessage(models.Model):
     def key(thread_id: uuid.UUID, client_id: uuid.UUID) -> uuid.UUID:
         """The stored id of the send the client calls ``client_id`` in this thread."""
         return uuid.uuid5(SEND_KEY_NAMESPACE, f"{thread_id}:{client_id}")
+
+
+# The longest comment a feedback may carry, in characters (the API refuses longer ones).
+FEEDBACK_COMMENT_MAX = 2000
+
+
+class Feedback(models.Model):
+    """A user's verdict on one assistant message: thumbs up or down and an optional comment.
+
+    One per (step, user), which the database enforces, so concurrent clicks end in one row
+    that the last write wins. ``thread`` repeats the step's thread for the admin's links and
+    for reads that want a thread's feedback without going through its steps.
+    """
+
+    class Value(models.IntegerChoices):
+        """Chainlit's numbering, so its clients' payloads carry over unchanged."""
+
+        DOWN = 0, "thumbs down"
+        UP = 1, "thumbs up"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="feedbacks")
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="feedbacks")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    value = models.PositiveSmallIntegerField(choices=Value.choices)
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["step", "user"], name="feedback_step_user_unique"),
+            models.CheckConstraint(condition=models.Q(value__in=[0, 1]), name="feedback_value_0_or_1"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_value_display()} on {self.step_id}"

@@ -45,7 +45,7 @@ class SeqPagination:
     max_limit = 500
 
     def paginate(self, request: Request, thread_id: Any, *, after_seq: int, limit: int) -> dict[str, Any]:
-        results, more = history_page(thread_id, after_seq=after_seq, limit=limit)
+        results, more = history_page(thread_id, after_seq=after_seq, limit=limit, viewer_id=request.user.pk)
         next_url = None
         if more:
             url = replace_query_param(request.build_absolute_uri(), "after_seq", results[-1]["seq"])

@@ -5,12 +5,12 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.db.models import DateTimeField, Q, QuerySet, Subquery, Value
+from django.db.models import DateTimeField, F, FilteredRelation, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
 from threads_app import content_filters
 from threads_app.models import AcceptedMessage, Box, Step, Thread
-from threads_app.wire import STEP_FIELDS, iso, step_row_to_dict, thread_to_dict
+from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
 
 def thread_owner_id(thread_id: uuid.UUID) -> int | None:
@@ -31,16 +31,31 @@ def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
 # Every transcript read selects its rows through ``_step_values`` and turns them into
 # StepDicts with ``_step_dict``: with a content filter registered (``content_filters``; media_app
 # registers one), ``content`` is fetched as the filter's expression (photos already stripped
-# by the database) and shown as the filter says, never parsed whole here.
+# by the database) and shown as the filter says, never parsed whole here. A read for a viewer
+# (``viewer_id``) joins that user's feedback on each step in the same statement, so a step
+# carries its ``feedback`` at no extra query per step.
+
+FEEDBACK_COLUMNS = {
+    "feedback_pk": F("viewer_feedback__id"),
+    "feedback_value": F("viewer_feedback__value"),
+    "feedback_comment": F("viewer_feedback__comment"),
+}
 
 
-def _step_values(steps: QuerySet[Step]) -> QuerySet[Step, dict[str, Any]]:
+def _step_values(steps: QuerySet[Step], viewer_id: int | None = None) -> QuerySet[Step, dict[str, Any]]:
+    columns: dict[str, Any] = {}
+    if viewer_id is not None:
+        steps = steps.annotate(
+            viewer_feedback=FilteredRelation("feedbacks", condition=Q(feedbacks__user_id=viewer_id))
+        )
+        columns.update(FEEDBACK_COLUMNS)
     content_filter = content_filters.active()
     if content_filter is None:
-        return cast("QuerySet[Step, dict[str, Any]]", steps.values(*STEP_FIELDS))
+        return cast("QuerySet[Step, dict[str, Any]]", steps.values(*STEP_FIELDS, **columns))
     fields = [field for field in STEP_FIELDS if field != "content"]
     return cast(
-        "QuerySet[Step, dict[str, Any]]", steps.values(*fields, content_text=content_filter.column("content"))
+        "QuerySet[Step, dict[str, Any]]",
+        steps.values(*fields, content_text=content_filter.column("content"), **columns),
     )
 
 
@@ -51,15 +66,23 @@ def _step_dict(row: dict[str, Any]) -> dict[str, Any]:
         row["content"] = (
             content_filter.from_text(row["thread_id"], row["id"], text) if content_filter else text
         )
-    return step_row_to_dict(row)
+    feedback_pk = row.pop("feedback_pk", None)
+    value, comment = row.pop("feedback_value", None), row.pop("feedback_comment", None)
+    step = step_row_to_dict(row)
+    if feedback_pk is not None:
+        step["feedback"] = feedback_to_dict(feedback_pk, row["id"], value, comment)
+    return step
 
 
-def step_dicts(thread_id: uuid.UUID, *, messages_only: bool = False) -> list[dict[str, Any]]:
-    """The transcript of a thread as StepDicts in ``seq`` order."""
+def step_dicts(
+    thread_id: uuid.UUID, *, messages_only: bool = False, viewer_id: int | None = None
+) -> list[dict[str, Any]]:
+    """The transcript of a thread as StepDicts in ``seq`` order (with ``viewer_id``'s
+    feedback on the steps that have one)."""
     steps = Step.objects.filter(thread_id=thread_id)
     if messages_only:
         steps = steps.filter(type__contains="message")
-    return [_step_dict(row) for row in _step_values(steps.order_by("seq"))]
+    return [_step_dict(row) for row in _step_values(steps.order_by("seq"), viewer_id)]
 
 
 def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None:
@@ -67,7 +90,7 @@ def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None
     thread = get_owned_thread(user, thread_id)
     if thread is None:
         return None
-    return thread_to_dict(thread, step_dicts(thread.pk))
+    return thread_to_dict(thread, step_dicts(thread.pk, viewer_id=user.pk))
 
 
 def box_of_thread(thread_id: uuid.UUID) -> Box | None:
@@ -85,17 +108,20 @@ def owned_threads(user: User) -> QuerySet[Thread]:
     return Thread.objects.select_related("owner").filter(owner=user, deleted_at__isnull=True)
 
 
-def history_page(thread_id: uuid.UUID, *, after_seq: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+def history_page(
+    thread_id: uuid.UUID, *, after_seq: int, limit: int, viewer_id: int | None = None
+) -> tuple[list[dict[str, Any]], bool]:
     """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, and whether more follow."""
-    rows = list(
-        _step_values(Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq"))[: limit + 1]
-    )
+    steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq")
+    rows = list(_step_values(steps, viewer_id)[: limit + 1])
     return [_step_dict(row) for row in rows[:limit]], len(rows) > limit
 
 
-def last_step_dicts(thread_id: uuid.UUID, limit: int) -> list[dict[str, Any]]:
+def last_step_dicts(
+    thread_id: uuid.UUID, limit: int, *, viewer_id: int | None = None
+) -> list[dict[str, Any]]:
     """The last ``limit`` StepDicts of the transcript, in ``seq`` order."""
-    rows = _step_values(Step.objects.filter(thread_id=thread_id).order_by("-seq"))[:limit]
+    rows = _step_values(Step.objects.filter(thread_id=thread_id).order_by("-seq"), viewer_id)[:limit]
     return [_step_dict(row) for row in reversed(list(rows))]
 
 
@@ -191,7 +217,12 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
     between the reads shows up twice (the client drops the duplicate) rather than nowhere.
     """
     pending, failed = open_sends(thread.pk)
-    entries = step_dicts(thread.pk) if limit is None else last_step_dicts(thread.pk, limit)
+    viewer = thread.owner_id  # only the owner reads a thread (``owned_threads``)
+    entries = (
+        step_dicts(thread.pk, viewer_id=viewer)
+        if limit is None
+        else last_step_dicts(thread.pk, limit, viewer_id=viewer)
+    )
     return {"thread": thread_summary(thread), "entries": entries, "pending": pending, "failed": failed}
 
 

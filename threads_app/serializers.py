@@ -11,7 +11,7 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
-from threads_app.models import StepType, Thread
+from threads_app.models import Feedback, StepType, Thread
 from threads_app.pagination import SeqPagination
 from threads_app.selectors import FAILED_LIMIT, thread_summary
 from threads_app.services import THREAD_NAME_MAX
@@ -61,6 +61,20 @@ class TextField(serializers.CharField):
 # --- Responses ------------------------------------------------------------------------
 
 
+class FeedbackSerializer(serializers.Serializer[Any]):
+    """Chainlit's FeedbackDict: the reading user's feedback on an assistant message."""
+
+    id = serializers.UUIDField(read_only=True)
+    forId = serializers.UUIDField(read_only=True, help_text="The step (assistant message) it rates.")
+    value = serializers.ChoiceField(
+        choices=Feedback.Value.choices, read_only=True, help_text="0: thumbs down, 1: thumbs up."
+    )
+    comment = serializers.CharField(read_only=True, allow_null=True)
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
 class StepSerializer(serializers.Serializer[Any]):
     """A transcript entry, Chainlit's StepDict (plus ``seq``)."""
 
@@ -78,6 +92,10 @@ class StepSerializer(serializers.Serializer[Any]):
     createdAt = serializers.DateTimeField(read_only=True)
     start = serializers.DateTimeField(read_only=True, allow_null=True)
     end = serializers.DateTimeField(read_only=True, allow_null=True)
+    # Not read-only, so the schema does not mark it required: only rated steps carry it.
+    feedback = FeedbackSerializer(
+        required=False, help_text="The reading user's feedback; absent when they gave none."
+    )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         return instance

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from threads_app.content_filters import show_blocks
-from threads_app.models import Step, Thread
+from threads_app.models import Feedback, Step, Thread
 
 STEP_FIELDS = (
     "id",
@@ -52,6 +52,17 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
         "start": iso(row["start"]),
         "end": iso(row["end"]),
     }
+
+
+def feedback_to_dict(feedback_id: Any, step_id: Any, value: int, comment: str | None) -> dict[str, Any]:
+    """Chainlit's FeedbackDict: ``{id, forId, value, comment}``, value 0 (down) or 1 (up),
+    comment null when none was written."""
+    return {"id": str(feedback_id), "forId": str(step_id), "value": value, "comment": comment or None}
+
+
+def feedback_dict(feedback: Feedback) -> dict[str, Any]:
+    """The FeedbackDict of a model instance."""
+    return feedback_to_dict(feedback.pk, feedback.step_id, feedback.value, feedback.comment)
 
 
 def step_to_dict(step: Step) -> dict[str, Any]:

@@ -6,10 +6,12 @@ async def reply(message: chat.Message) -> None:
 """
 
 from sessions_app.chat.context import chat_context, current_session, user_session
+from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
     on_chat_end,
     on_chat_resume,
     on_chat_start,
+    on_feedback,
     on_message,
     on_settings_update,
     on_stop,
@@ -18,12 +20,14 @@ from sessions_app.chat.hooks import (
 from sessions_app.chat.message import Message
 
 __all__ = [
+    "Feedback",
     "Message",
     "chat_context",
     "current_session",
     "on_chat_end",
     "on_chat_resume",
     "on_chat_start",
+    "on_feedback",
     "on_message",
     "on_settings_update",
     "on_stop",

@@ -24,6 +24,9 @@ class Hooks:
     on_chat_end: Hook | None = None
     on_stop: Hook | None = None
     on_settings_update: Hook | None = None
+    # Called with a ``chat.Feedback`` when a user gives or changes feedback on a message
+    # (``sessions_app.feedback``); it runs outside any chat session.
+    on_feedback: Hook | None = None
     # Messages go to the box's engine runtime (queue, drain, transcript) instead of on_message.
     engine_runtime: bool = False
 
@@ -66,6 +69,7 @@ on_message = _register("on_message")
 on_chat_end = _register("on_chat_end")
 on_stop = _register("on_stop")
 on_settings_update = _register("on_settings_update")
+on_feedback = _register("on_feedback")
 
 
 def use_engine_runtime() -> None:

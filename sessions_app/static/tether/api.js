@@ -71,6 +71,17 @@ export async function historyAfter(id, afterSeq) {
   return steps;
 }
 
+/** Give or change the user's feedback on an assistant message (Chainlit's PUT /feedback):
+ * `{forId, value, comment?, threadId?}` -> `{success, feedbackId}`. */
+export function setFeedback(feedback) {
+  return request("PUT", "/api/feedback", { feedback });
+}
+
+/** Take back the user's feedback, by its id. */
+export function deleteFeedback(feedbackId) {
+  return request("DELETE", "/api/feedback", { feedbackId });
+}
+
 /** Upload one photo (multipart field `file`); answers `{id, ...}`. */
 export function uploadPhoto(file) {
   const form = new FormData();

@@ -10,6 +10,7 @@
 
 import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
+import { FeedbackControls } from "./feedback.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { Sidebar } from "./sidebar.js";
@@ -38,6 +39,7 @@ const dom = {
   sidebar: $("#sidebar"),
   sidebarToggle: $("#sidebar-toggle"),
   backdrop: $("#backdrop"),
+  feedbackDialog: $("#feedback-dialog"),
 };
 
 // --- session ids: one per tab and thread ----------------------------------------------------
@@ -85,6 +87,16 @@ const state = {
   files: [], // photos attached to the next message
 };
 const elements = new Map(); // step id -> its <li>
+const feedback = new FeedbackControls(dom.feedbackDialog, {
+  threadId: () => state.threadId,
+  onError: (text) => notify(text),
+});
+
+/** Draw a step into its element, with its feedback bar when it takes one. */
+function draw(node, step) {
+  fillStep(node, step);
+  feedback.decorate(node, step);
+}
 
 // --- the transcript on screen -------------------------------------------------------------
 
@@ -100,9 +112,10 @@ function scrollToBottom() {
 /** Put a step's element where the transcript says it belongs. */
 function place(step) {
   let node = elements.get(step.id);
-  if (node) fillStep(node, step);
+  if (node) draw(node, step);
   else {
     node = stepElement(step);
+    feedback.decorate(node, step);
     elements.set(step.id, node);
   }
   const entries = state.transcript.entries;
@@ -110,7 +123,9 @@ function place(step) {
   dom.transcript.insertBefore(node, next ? elements.get(next.id) : null);
 }
 
-function applySteps(steps) {
+/** Show steps. `read`: they come from a transcript read (bootstrap, history, resume_thread),
+ * which carries the user's feedback on each (absent: none); live events do not say. */
+function applySteps(steps, { read = false } = {}) {
   const stick = nearBottom();
   for (const incoming of steps) {
     if (!incoming?.id) continue;
@@ -120,6 +135,7 @@ function applySteps(steps) {
       dirty.delete(step.id);
       place(step);
     }
+    if (read) feedback.learn(incoming);
   }
   reconcile();
   if (stick) scrollToBottom();
@@ -129,6 +145,7 @@ function removeStep(step) {
   if (!step?.id || !state.transcript.remove(step.id)) return;
   elements.get(String(step.id))?.remove();
   elements.delete(String(step.id));
+  feedback.forget(step.id);
   updateView();
 }
 
@@ -156,7 +173,7 @@ function drawDirty() {
   for (const id of dirty) {
     const step = state.transcript.get(id);
     const node = elements.get(id);
-    if (step && node) fillStep(node, step);
+    if (step && node) draw(node, step);
   }
   dirty.clear();
   if (stick) scrollToBottom();
@@ -169,7 +186,7 @@ function finishStreams() {
     step.streaming = false;
     step.interrupted = true;
     const node = elements.get(step.id);
-    if (node) fillStep(node, step);
+    if (node) draw(node, step);
   }
 }
 
@@ -249,6 +266,7 @@ function notify(text) {
 function adoptThread(id) {
   if (!id || state.threadId === id) return;
   state.threadId = id;
+  feedback.redrawAll(); // the replies on screen can be rated now
   storage("set", SESSION_PREFIX + id, state.sessionId);
   history.replaceState(null, "", `/thread/${encodeURIComponent(id)}/`);
   sidebar.setCurrent(id);
@@ -263,7 +281,7 @@ async function loadThread() {
     const data = await api.bootstrap(state.threadId);
     setTitle(data.thread.name);
     addPending(openSends(data));
-    applySteps(data.entries);
+    applySteps(data.entries, { read: true });
   } catch (error) {
     notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
   }
@@ -279,7 +297,7 @@ async function refreshOpenSends() {
   try {
     const data = await api.bootstrap(state.threadId, { limit: 1 });
     addPending(openSends(data));
-    applySteps(data.entries);
+    applySteps(data.entries, { read: true });
   } catch (error) {
     notify(`Could not read the chat's unsent messages: ${error.message}`);
   }
@@ -289,7 +307,7 @@ async function refreshOpenSends() {
 async function catchUp() {
   if (!state.threadId || !state.loaded) return;
   try {
-    applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq()));
+    applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq()), { read: true });
   } catch (error) {
     notify(`Could not catch up with the chat: ${error.message}`);
   }
@@ -398,7 +416,7 @@ socket.on("task_end", () => {
 socket.on("first_interaction", (data) => adoptThread(data?.thread_id));
 socket.on("resume_thread", (thread) => {
   setTitle(thread?.name);
-  applySteps(thread?.steps ?? []);
+  applySteps(thread?.steps ?? [], { read: true });
   state.loaded = true;
   updateView();
 });
@@ -610,6 +628,7 @@ dom.backdrop.addEventListener("click", () => setDrawer(false));
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
+  if (dom.feedbackDialog.open) return; // Escape closes the dialog, nothing else
   if (document.body.classList.contains("drawer-open")) {
     setDrawer(false);
     dom.sidebarToggle.focus();

@@ -68,6 +68,8 @@ const ICONS = {
   pencil: "M4 20h4L19 9l-4-4L4 16v4zM14 6l4 4",
   trash: "M4 7h16M9 7V4h6v3M6 7l1 13h10l1-13M10 11v6M14 11v6",
   close: "M6 6l12 12M18 6L6 18",
+  // A thumb raised from a fist; thumbs down is the same turned over (class icon-flip).
+  thumb: "M7 11v9H4v-9h3zM7 11l3.5-7c1.4 0 2.6 1.1 2.2 2.8L12 10h5.6a2 2 0 012 2.3l-1.2 6A2 2 0 0116.4 20H7",
 };
 
 export function icon(name) {
