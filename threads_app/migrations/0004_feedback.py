@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('threads_app', '0002_acceptedmessage_client_id'),
+        ('threads_app', '0003_thread_runtime_owner'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
