@@ -24,6 +24,9 @@ class Hooks:
     on_chat_end: Hook | None = None
     on_stop: Hook | None = None
     on_settings_update: Hook | None = None
+    # What an empty chat offers (sessions_app.app_settings): starters and chat profiles.
+    set_starters: Hook | None = None
+    set_chat_profiles: Hook | None = None
     # Messages go to the box's engine runtime (queue, drain, transcript) instead of on_message.
     engine_runtime: bool = False
 
@@ -66,6 +69,9 @@ on_message = _register("on_message")
 on_chat_end = _register("on_chat_end")
 on_stop = _register("on_stop")
 on_settings_update = _register("on_settings_update")
+# ``async def f(user) -> list[chat.Starter]`` / ``list[chat.ChatProfile]`` (the user optional).
+set_starters = _register("set_starters")
+set_chat_profiles = _register("set_chat_profiles")
 
 
 def use_engine_runtime() -> None:
