@@ -1,7 +1,9 @@
-"""The HTTP sends (``views``): the chat's send endpoint and integration messages."""
+"""The HTTP sends (``views``): the chat's send endpoint and integration messages; and the
+project settings an empty chat reads (``project_views``)."""
 
 from django.urls import path
 
+from sessions_app.project_views import ProjectSettingsView
 from sessions_app.views import IntegrationMessageView, SendView
 
 urlpatterns = [
@@ -11,4 +13,5 @@ urlpatterns = [
         IntegrationMessageView.as_view(),
         name="integration-thread-message",
     ),
+    path("api/project/settings", ProjectSettingsView.as_view(), name="project-settings"),
 ]
