@@ -267,7 +267,9 @@ def _starters_setting(raw: str) -> list[dict[str, str]]:
         and isinstance(s.get("icon", ""), str | None)
         for s in starters
     ):
-        raise ImproperlyConfigured('CHAT_STARTERS must be a JSON list of {"label", "message", "icon"?} objects')
+        raise ImproperlyConfigured(
+            'CHAT_STARTERS must be a JSON list of {"label", "message", "icon"?} objects'
+        )
     return starters
 
 

@@ -69,7 +69,9 @@ def _check_profile(profile: Any) -> ChatProfile:
     _text(profile.icon, "icon", MAX_ICON_CHARS, optional=True)
     starters = None
     if profile.starters is not None:
-        starters = _checked(profile.starters, _check_starter, f"starters of profile {profile.name!r}", MAX_STARTERS)
+        starters = _checked(
+            profile.starters, _check_starter, f"starters of profile {profile.name!r}", MAX_STARTERS
+        )
     return ChatProfile(
         name=profile.name,
         markdown_description=profile.markdown_description or "",
@@ -133,7 +135,9 @@ async def app_starters(user: User) -> list[Starter]:
 async def app_chat_profiles(user: User) -> list[ChatProfile]:
     """The app's chat profiles for ``user`` (``@chat.set_chat_profiles``), checked, capped,
     each name once."""
-    profiles = _checked(await _read("set_chat_profiles", user), _check_profile, "set_chat_profiles", MAX_PROFILES)
+    profiles = _checked(
+        await _read("set_chat_profiles", user), _check_profile, "set_chat_profiles", MAX_PROFILES
+    )
     unique: dict[str, ChatProfile] = {}
     for profile in profiles:
         if profile.name in unique:

@@ -20,7 +20,7 @@ from sessions_app import app_settings
 
 
 class StarterSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.label
     message = serializers.CharField(help_text="Sent as the user's message when the starter is chosen.")
     icon = serializers.CharField(allow_null=True, help_text="An image URL, or null.")
 
@@ -71,7 +71,9 @@ class ProjectSettingsView(APIView):
         responses={
             200: ProjectSettingsSerializer,
             400: OpenApiResponse(OpenApiTypes.OBJECT, description="A chat_profile over 255 characters."),
-            401: OpenApiResponse(DetailSerializer, description="No valid credentials (a token or a session)."),
+            401: OpenApiResponse(
+                DetailSerializer, description="No valid credentials (a token or a session)."
+            ),
         },
     )
     def get(self, request: Request) -> Response:
