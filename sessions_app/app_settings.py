@@ -104,9 +104,9 @@ async def _call(hook: Hook, user: User) -> Any:
     """Call an app's hook with as many of (user, language) as it takes, as Chainlit does."""
     arguments: tuple[Any, ...] = (user, settings.LANGUAGE_CODE)
     try:
-        parameters = inspect.signature(hook).parameters.values()
+        parameters = list(inspect.signature(hook).parameters.values())
     except (TypeError, ValueError):
-        parameters = []  # type: ignore[assignment]  # a builtin without a signature: no arguments
+        parameters = []  # a callable without a signature: no arguments
     if not any(p.kind is p.VAR_POSITIONAL for p in parameters):
         positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         arguments = arguments[: len(positional)]

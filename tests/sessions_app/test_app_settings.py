@@ -66,6 +66,11 @@ def test_starter_and_profile_serialise_with_chainlits_field_names() -> None:
         "starters": [starter.to_dict()],
     }
     assert chat.ChatProfile("Plain", "").to_dict()["starters"] is None
+    # Past the icon, fields are named: Chainlit's positional order would set the wrong one.
+    with pytest.raises(TypeError):
+        chat.ChatProfile("Fast", "", None, "Fast and cheap")  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        chat.Starter("Say hi", "Hello", "/command")  # type: ignore[call-arg]
 
 
 async def test_the_hook_gets_the_user_when_it_takes_one(fresh_registry: None) -> None:
