@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.models import SocketSession
 from tests.support.client import ChatClient, signed_in
+from tests.support.waiting import wait_until_async
 from threads_app.models import Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,6 +36,10 @@ def session_profile(session_id: str) -> str:
     return SocketSession.objects.get(pk=session_id).chat_profile
 
 
+async def persisted_profile(thread_id: str, profile: str) -> bool:
+    return bool((await thread_row(thread_id)).metadata.get("chat_profile") == profile)
+
+
 async def first_message(client: ChatClient, text: str) -> str:
     """Send the chat's first message; returns the thread it created."""
     answer = await client.send(text)
@@ -49,9 +54,9 @@ async def test_the_chosen_profile_reaches_on_chat_start_and_on_message_and_the_t
     await client.wait_text(REVERSE_GREETING)
     thread_id = await first_message(client, "stressed")
     await client.wait_text("Reverse: desserts")
-    thread = await thread_row(thread_id)
-    assert thread.chat_profile == "Reverse"
-    assert thread.metadata["chat_profile"] == "Reverse"
+    assert (await thread_row(thread_id)).chat_profile == "Reverse"  # from its creation on
+    # ... and in the user session persisted at the end of the turn (just after the reply).
+    await wait_until_async(lambda: persisted_profile(thread_id, "Reverse"))
     await client.send("live")
     await client.wait_text("Reverse: evil")
     assert ECHO_GREETING not in client.texts()
@@ -89,10 +94,10 @@ async def test_the_profile_is_kept_on_resume_and_cannot_change_after_the_first_m
     await resumed.send("hello")
     await resumed.wait_text("Reverse: olleh")
     assert "Echo: hello" not in resumed.texts()
-    thread = await thread_row(thread_id)
-    assert thread.chat_profile == "Reverse"
-    assert thread.metadata["chat_profile"] == "Reverse"
-    await resumed.disconnect()
+    await resumed.wait_event("task_end", count=3)  # connected, resumed, answered
+    await resumed.disconnect()  # persists the user session
+    await wait_until_async(lambda: persisted_profile(thread_id, "Reverse"))
+    assert (await thread_row(thread_id)).chat_profile == "Reverse"
 
 
 async def test_an_unknown_or_missing_profile_falls_back_to_the_default(
