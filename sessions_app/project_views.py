@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from sessions_app import app_settings
+from sessions_app.views import DetailSerializer
 
 
 class StarterSerializer(serializers.Serializer[Any]):
@@ -49,10 +50,6 @@ class ProjectSettingsQuerySerializer(serializers.Serializer[Any]):
     chat_profile = serializers.CharField(
         required=False, allow_blank=True, max_length=app_settings.MAX_NAME_CHARS, default=""
     )
-
-
-class DetailSerializer(serializers.Serializer[Any]):
-    detail = serializers.CharField()
 
 
 class ProjectSettingsView(APIView):
