@@ -4,11 +4,13 @@ Unset ``DATABASE_URL`` means a SQLite file under ``var/``; unset ``REDIS_URL`` m
 in-memory channel layer (one process only). Set both to run several daphne processes.
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from chatproject import secret_key
 
@@ -250,6 +252,29 @@ STATIC_ROOT = VAR_DIR / "static"
 # --- Tether ---------------------------------------------------------------------------
 # Dotted path of the app module whose hooks answer the chat.
 CHAT_APP = os.environ.get("CHAT_APP", "sessions_app.default_app")
+
+
+def _starters_setting(raw: str) -> list[dict[str, str]]:
+    """``CHAT_STARTERS``: a JSON list of ``{"label", "message", "icon"?}``, checked at start."""
+    try:
+        starters = json.loads(raw or "[]")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"CHAT_STARTERS is not JSON: {exc}") from None
+    if not isinstance(starters, list) or not all(
+        isinstance(s, dict)
+        and isinstance(s.get("label"), str)
+        and isinstance(s.get("message"), str)
+        and isinstance(s.get("icon", ""), str | None)
+        for s in starters
+    ):
+        raise ImproperlyConfigured(
+            'CHAT_STARTERS must be a JSON list of {"label", "message", "icon"?} objects'
+        )
+    return starters
+
+
+# The starters the default app (the engine runtime) shows on an empty chat.
+CHAT_STARTERS = _starters_setting(os.environ.get("CHAT_STARTERS", ""))
 # Seconds a disconnected session is kept so that a reconnect restores it.
 SESSION_TIMEOUT = float(os.environ.get("SESSION_TIMEOUT", "3600"))
 # Event replay (sessions_app.event_log): the window of each session's recent events that a

@@ -50,6 +50,7 @@ def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
     config = {
         "threadId": str(thread.pk) if thread else None,
         "threadName": thread.name if thread else "",
+        "chatProfile": thread.chat_profile if thread else "",
     }
     context = {"thread": thread, "chat_config": config, "feedback_comment_max": FEEDBACK_COMMENT_MAX}
     response = render(request, "chat.html", context)

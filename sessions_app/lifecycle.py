@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import hook_sends, inputs, limits, records
+from sessions_app import app_settings, hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
@@ -37,7 +37,7 @@ from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
 from threads_app.models import AcceptedMessage
-from threads_app.selectors import owned_thread_dict, thread_owner_id
+from threads_app.selectors import owned_thread_dict, thread_owner_and_profile
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +68,12 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
     """Restore the session named by ``auth['sessionId']`` or create it."""
     session_id = parse_uuid(auth.get("sessionId"), "sessionId", Refused)
     thread_id = parse_uuid(auth["threadId"], "threadId", Refused) if auth.get("threadId") else None
+    thread_profile = ""  # a thread keeps the profile it was created with
     if thread_id is not None:
-        owner = await database_sync_to_async(thread_owner_id)(thread_id)
-        if owner is not None and owner != user.pk:
+        found = await database_sync_to_async(thread_owner_and_profile)(thread_id)
+        if found is not None and found[0] != user.pk:
             raise Refused("authorization failed")
+        thread_profile = found[1] if found is not None else ""
     client_type = auth.get("clientType") or "webapp"
     if not isinstance(client_type, str) or client_type not in CLIENT_TYPES:
         raise Refused(f"clientType must be one of {sorted(CLIENT_TYPES)}")
@@ -80,8 +82,12 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
             _parse_user_env(auth.get("userEnv")), "userEnv", max_bytes=settings.USER_ENV_MAX_BYTES
         )
         profile = inputs.clean_text(auth.get("chatProfile") or "", "chatProfile", max_chars=1024)
+        profile = inputs.clean_text(unquote(profile), "chatProfile")[: app_settings.MAX_NAME_CHARS]
     except inputs.InvalidInput as bad:
         raise Refused(str(bad)) from None
+    if not thread_profile and live_sessions.get(session_id) is None:
+        # A new session (a reconnect keeps the profile its session has): one the app offers.
+        profile = await app_settings.resolve_chat_profile(user, profile)
     try:
         opened = await database_sync_to_async(records.open_session)(
             session_id,
@@ -92,7 +98,7 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
                 "thread_id": thread_id or uuid.uuid4(),
                 "thread_id_to_resume": thread_id,
                 "client_type": client_type,
-                "chat_profile": unquote(profile)[:255],
+                "chat_profile": thread_profile or profile,
                 "user_env": user_env,
             },
         )
@@ -205,12 +211,16 @@ def parse_client_message(payload: Any) -> tuple[uuid.UUID, str, dict[str, Any]]:
 async def _first_interaction(live: LiveSession, text: str) -> None:
     """Create the thread (named after the first message) and flush steps sent before it."""
     try:
-        await database_sync_to_async(thread_services.ensure_thread)(live.user, live.thread_id, name=text)
+        await database_sync_to_async(thread_services.ensure_thread)(
+            live.user, live.thread_id, name=text, chat_profile=live.chat_profile
+        )
     except thread_services.ThreadNotOwned:
         # The thread was deleted meanwhile: this chat continues in a new one.
         live.thread_id = uuid.uuid4()
         await database_sync_to_async(records.set_fields)(live.id, thread_id=live.thread_id)
-        await database_sync_to_async(thread_services.ensure_thread)(live.user, live.thread_id, name=text)
+        await database_sync_to_async(thread_services.ensure_thread)(
+            live.user, live.thread_id, name=text, chat_profile=live.chat_profile
+        )
     won = await database_sync_to_async(records.claim_flag)(live.id, "has_first_interaction")
     live.has_first_interaction = True
     if won:

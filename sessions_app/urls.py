@@ -1,9 +1,10 @@
 """The HTTP sends (``views``): the chat's send endpoint and integration messages; feedback on
-assistant messages (``feedback``)."""
+assistant messages (``feedback``); the project settings an empty chat reads (``project_views``)."""
 
 from django.urls import path
 
 from sessions_app.feedback import FeedbackView
+from sessions_app.project_views import ProjectSettingsView
 from sessions_app.views import IntegrationMessageView, SendView
 
 urlpatterns = [
@@ -14,4 +15,5 @@ urlpatterns = [
         IntegrationMessageView.as_view(),
         name="integration-thread-message",
     ),
+    path("api/project/settings", ProjectSettingsView.as_view(), name="project-settings"),
 ]

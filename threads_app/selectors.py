@@ -18,6 +18,13 @@ def thread_owner_id(thread_id: uuid.UUID) -> int | None:
     return Thread.objects.filter(pk=thread_id).values_list("owner_id", flat=True).first()
 
 
+def thread_owner_and_profile(thread_id: uuid.UUID) -> tuple[int, str] | None:
+    """A thread's owner pk and chat profile (deleted ones included), or None when it does not
+    exist: a chat reopening the thread takes its profile, which never changes."""
+    row = Thread.objects.filter(pk=thread_id).values_list("owner_id", "chat_profile").first()
+    return None if row is None else (row[0], row[1])
+
+
 def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
     """The live (not deleted) thread if ``user`` owns it; None for missing or foreign ids."""
     return (

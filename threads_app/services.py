@@ -31,8 +31,11 @@ class ThreadNotOwned(Exception):
     """The thread id belongs to another user (or to a deleted thread)."""
 
 
-def ensure_thread(user: User, thread_id: uuid.UUID, *, name: str = "") -> tuple[Thread, bool]:
-    """Create the thread on the first interaction, named after the first message.
+def ensure_thread(
+    user: User, thread_id: uuid.UUID, *, name: str = "", chat_profile: str = ""
+) -> tuple[Thread, bool]:
+    """Create the thread on the first interaction, named after the first message and with the
+    chat's profile (which it keeps from then on).
 
     Returns ``(thread, created)``. Concurrent callers with the same id get one row: the
     loser of the insert race reads the winner's row.
@@ -42,7 +45,9 @@ def ensure_thread(user: User, thread_id: uuid.UUID, *, name: str = "") -> tuple[
         box = default_box_for(user)
         try:
             with transaction.atomic():
-                thread = Thread.objects.create(id=thread_id, owner=user, box=box, name=name[:THREAD_NAME_MAX])
+                thread = Thread.objects.create(
+                    id=thread_id, owner=user, box=box, name=name[:THREAD_NAME_MAX], chat_profile=chat_profile
+                )
             return thread, True
         except IntegrityError:
             existing = Thread.objects.get(pk=thread_id)
@@ -101,13 +106,16 @@ def save_thread_session(
     chat_profile: str,
     chat_settings: dict[str, Any],
 ) -> None:
-    """Persist a chat's user session into its thread (merged over what is stored)."""
+    """Persist a chat's user session into its thread (merged over what is stored). A thread's
+    chat profile is set once: a profile already there is kept."""
     with transaction.atomic():
         thread = Thread.objects.select_for_update().filter(pk=thread_id).first()
         if thread is None:
             return
+        thread.chat_profile = thread.chat_profile or chat_profile or ""
         thread.metadata = {**thread.metadata, **metadata}
-        thread.chat_profile = chat_profile or ""
+        if "chat_profile" in metadata:
+            thread.metadata["chat_profile"] = thread.chat_profile
         thread.chat_settings = chat_settings
         thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
 

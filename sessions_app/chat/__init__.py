@@ -15,13 +15,18 @@ from sessions_app.chat.hooks import (
     on_message,
     on_settings_update,
     on_stop,
+    set_chat_profiles,
+    set_starters,
     use_engine_runtime,
 )
 from sessions_app.chat.message import Message
+from sessions_app.chat.profiles import ChatProfile, Starter
 
 __all__ = [
+    "ChatProfile",
     "Feedback",
     "Message",
+    "Starter",
     "chat_context",
     "current_session",
     "on_chat_end",
@@ -31,6 +36,8 @@ __all__ = [
     "on_message",
     "on_settings_update",
     "on_stop",
+    "set_chat_profiles",
+    "set_starters",
     "use_engine_runtime",
     "user_session",
 ]

@@ -27,6 +27,9 @@ class Hooks:
     # Called with a ``chat.Feedback`` when a user gives or changes feedback on a message
     # (``sessions_app.feedback``); it runs outside any chat session.
     on_feedback: Hook | None = None
+    # What an empty chat offers (sessions_app.app_settings): starters and chat profiles.
+    set_starters: Hook | None = None
+    set_chat_profiles: Hook | None = None
     # Messages go to the box's engine runtime (queue, drain, transcript) instead of on_message.
     engine_runtime: bool = False
 
@@ -70,6 +73,9 @@ on_chat_end = _register("on_chat_end")
 on_stop = _register("on_stop")
 on_settings_update = _register("on_settings_update")
 on_feedback = _register("on_feedback")
+# ``async def f(user) -> list[chat.Starter]`` / ``list[chat.ChatProfile]`` (the user optional).
+set_starters = _register("set_starters")
+set_chat_profiles = _register("set_chat_profiles")
 
 
 def use_engine_runtime() -> None:

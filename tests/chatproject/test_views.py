@@ -60,7 +60,7 @@ def test_a_new_chat_page_sets_the_csrf_cookie_and_a_strict_content_security_poli
     assert response.status_code == 200
     assert [t.name for t in response.templates][:2] == ["chat.html", "base.html"]
     assert "csrftoken" in response.cookies  # the client's API calls send it back
-    assert chat_config(response) == {"threadId": None, "threadName": ""}
+    assert chat_config(response) == {"threadId": None, "threadName": "", "chatProfile": ""}
     csp = response["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "object-src 'none'" in csp and "unsafe-inline" not in csp
     page = response.content.decode()
@@ -74,10 +74,17 @@ def test_a_new_chat_page_sets_the_csrf_cookie_and_a_strict_content_security_poli
 
 
 def test_a_thread_page_resumes_one_of_the_users_threads(client_for, user):
-    thread, _ = ensure_thread(user, uuid.uuid4(), name="</script><script>alert(1)</script>")
+    thread, _ = ensure_thread(
+        user, uuid.uuid4(), name="</script><script>alert(1)</script>", chat_profile="</script>Reverse"
+    )
     response = client_for().get(f"/thread/{thread.pk}/")
     assert response.status_code == 200
-    assert chat_config(response) == {"threadId": str(thread.pk), "threadName": thread.name}
+    # The thread's profile, for the page to show read-only (the chat keeps it).
+    assert chat_config(response) == {
+        "threadId": str(thread.pk),
+        "threadName": thread.name,
+        "chatProfile": "</script>Reverse",
+    }
     page = response.content.decode()
     assert "<script>alert(1)</script>" not in page  # the name is escaped everywhere
     assert "csrftoken" in response.cookies

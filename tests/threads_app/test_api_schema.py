@@ -228,6 +228,7 @@ def test_the_live_run_covers_every_other_operation():
     it would quietly not be fuzzed, so the list is pinned here."""
     assert LIVE_OPERATIONS == [
         "DELETE /api/feedback",
+        "GET /api/project/settings",
         "GET /api/session-media/{thread_id}/{step_id}/{index}",
         "POST /api/chat/send",
         "POST /api/integrations/threads/{thread_id}/messages/",

@@ -159,6 +159,20 @@ def test_save_thread_session_merges_metadata_and_sets_profile_and_settings(threa
     )  # no thread: no-op
 
 
+def test_a_threads_profile_is_set_at_creation_and_never_changes(user):
+    thread, created = ensure_thread(user, uuid.uuid4(), name="chat", chat_profile="Reverse")
+    assert created and thread.chat_profile == "Reverse"
+    again, created = ensure_thread(user, thread.pk, name="chat", chat_profile="Echo")
+    assert not created and again.chat_profile == "Reverse"
+
+    save_thread_session(
+        thread.id, metadata={"chat_profile": "Echo", "n": 1}, chat_profile="Echo", chat_settings={}
+    )
+    thread.refresh_from_db()
+    assert thread.chat_profile == "Reverse"
+    assert thread.metadata == {"chat_profile": "Reverse", "n": 1}
+
+
 # --- concurrency (real OS threads; meaningful on PostgreSQL, also runs on SQLite) -----------
 
 

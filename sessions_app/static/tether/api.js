@@ -93,3 +93,10 @@ export function uploadPhoto(file) {
 export function mediaUrl(ref) {
   return `/api/session-media/${String(ref).split("/").map(encodeURIComponent).join("/")}`;
 }
+
+/** What an empty chat offers: `{chatProfiles, chatProfile, starters}` for the chosen profile
+ * (the server answers with the default one when it does not offer `profile`). */
+export function projectSettings(profile) {
+  const query = profile ? `?${new URLSearchParams({ chat_profile: profile })}` : "";
+  return request("GET", `/api/project/settings${query}`);
+}

@@ -14,6 +14,7 @@ import { FeedbackControls } from "./feedback.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { Sidebar } from "./sidebar.js";
+import { ChatStart } from "./starters.js";
 import { Transcript } from "./transcript.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -40,6 +41,11 @@ const dom = {
   sidebarToggle: $("#sidebar-toggle"),
   backdrop: $("#backdrop"),
   feedbackDialog: $("#feedback-dialog"),
+  profileBar: $("#profile-bar"),
+  profileSelect: $("#chat-profile"),
+  profileCurrent: $("#chat-profile-current"),
+  profileDescription: $("#chat-profile-description"),
+  starters: $("#starters"),
 };
 
 // --- session ids: one per tab and thread ----------------------------------------------------
@@ -66,6 +72,9 @@ function storage(action, key, value) {
   return null;
 }
 
+// The profile a new chat asks for: the one last chosen in this tab. A thread's is its own.
+const PROFILE_KEY = "tether.chat-profile";
+
 /** A reload of a thread page restores its session; a new chat always starts a fresh one. */
 function sessionFor(threadId) {
   if (!threadId) return uuid4();
@@ -79,6 +88,7 @@ function sessionFor(threadId) {
 const state = {
   threadId: config.threadId,
   sessionId: sessionFor(config.threadId),
+  chatProfile: config.threadId ? config.chatProfile : storage("get", PROFILE_KEY) || "",
   transcript: new Transcript(),
   pending: [], // sends not transcribed yet: {id, text, state, reason?, error?, attempt?, files?}
   outbox: new Map(), // message id -> {payload, inflight}: client_message not acknowledged yet
@@ -267,6 +277,7 @@ function adoptThread(id) {
   if (!id || state.threadId === id) return;
   state.threadId = id;
   feedback.redrawAll(); // the replies on screen can be rated now
+  chatStart.lock();
   storage("set", SESSION_PREFIX + id, state.sessionId);
   history.replaceState(null, "", `/thread/${encodeURIComponent(id)}/`);
   sidebar.setCurrent(id);
@@ -325,6 +336,7 @@ let replayTurnOnConnect = true;
 
 function authPayload() {
   const auth = { sessionId: state.sessionId, threadId: state.threadId ?? "", clientType: "webapp", offsets: true };
+  if (state.chatProfile) auth.chatProfile = encodeURIComponent(state.chatProfile);
   const turnStart = storage("get", OFFSET_PREFIX + state.sessionId);
   if (replayTurnOnConnect && turnStart) auth.offset = turnStart;
   replayTurnOnConnect = false;
@@ -457,16 +469,22 @@ function submit() {
   const text = dom.input.value;
   const files = state.files;
   if (!text.trim() && files.length === 0) return;
+  dom.input.value = "";
+  state.files = [];
+  renderAttachments();
+  autosize();
+  send(text, files);
+}
+
+/** Send a message (typed, or a starter's): shown at once as pending, then uploaded and sent. */
+function send(text, files = []) {
   const item = {
     id: uuid4(),
     text,
     state: "sending",
     files: files.map((file) => ({ name: file.name, url: URL.createObjectURL(file), file })),
   };
-  dom.input.value = "";
-  state.files = [];
-  renderAttachments();
-  autosize();
+  chatStart.lock(); // the chat's first message fixes its profile
   addPending([item]);
   scrollToBottom();
   sendChain = sendChain.then(() => prepare(item));
@@ -531,6 +549,27 @@ function retry(id) {
 
 function stop() {
   if (state.running && socket.connected) socket.emit("stop");
+}
+
+/** Another profile for a chat that has no message yet: its session (made with the old one)
+ * ends, and a new session starts with the new one; what the old one showed goes away. */
+async function switchProfile(name) {
+  if (chatStart.locked || name === state.chatProfile) return;
+  state.chatProfile = name;
+  storage("set", PROFILE_KEY, name);
+  if (socket.connected) {
+    await new Promise((resolve) => socket.timeout(3000).emit("clear_session", resolve));
+  }
+  socket.disconnect();
+  storage("remove", OFFSET_PREFIX + state.sessionId);
+  state.sessionId = uuid4();
+  state.transcript = new Transcript();
+  elements.clear();
+  dom.transcript.replaceChildren();
+  setRunning(false);
+  updateView();
+  socket.connect();
+  await chatStart.load(name);
 }
 
 async function newChat() {
@@ -649,6 +688,25 @@ window.addEventListener("pageshow", (event) => {
 document.addEventListener("tether:renamed", (event) => setTitle(event.detail?.name));
 
 // --- start ------------------------------------------------------------------------------------
+
+const chatStart = new ChatStart(
+  {
+    bar: dom.profileBar,
+    select: dom.profileSelect,
+    current: dom.profileCurrent,
+    description: dom.profileDescription,
+    starters: dom.starters,
+  },
+  { onStarter: (message) => send(message), onProfileChange: switchProfile, onError: notify },
+);
+if (state.threadId) chatStart.lock(state.chatProfile);
+chatStart.load(state.chatProfile).then((profile) => {
+  // The profile the server gave this chat's session when it did not offer the one asked for.
+  if (!chatStart.locked && profile !== state.chatProfile) {
+    state.chatProfile = profile;
+    storage("set", PROFILE_KEY, profile);
+  }
+});
 
 const sidebar = new Sidebar(dom.sidebar, {
   currentId: state.threadId,

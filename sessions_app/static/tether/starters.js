@@ -1,0 +1,95 @@
+// What an empty chat offers before its first message (GET /api/project/settings): the app's
+// chat profiles as a picker and its starters as buttons. After the first message the picker
+// shows the chat's profile read-only (a thread keeps its profile) and the starters go away.
+
+import * as api from "./api.js";
+import { el, markdownFragment } from "./render.js";
+
+export class ChatStart {
+  /**
+   * @param {{bar: HTMLElement, select: HTMLSelectElement, current: HTMLElement,
+   *          description: HTMLElement, starters: HTMLElement}} dom
+   * @param {{onStarter: (message: string) => void, onProfileChange: (name: string) => void,
+   *          onError: (text: string) => void}} callbacks
+   */
+  constructor(dom, { onStarter, onProfileChange, onError }) {
+    this.dom = dom;
+    this.onError = onError;
+    this.profiles = [];
+    this.profile = "";
+    this.starters = [];
+    this.locked = false;
+    this.loads = 0;
+    dom.select.addEventListener("change", () => onProfileChange(dom.select.value));
+    dom.starters.addEventListener("click", (event) => {
+      const button = event.target.closest("button[data-index]");
+      const starter = button && this.starters[Number(button.dataset.index)];
+      if (starter && !this.locked) onStarter(starter.message);
+    });
+  }
+
+  /** Read what the app offers with `profile` chosen; returns the profile a chat asking for
+   * it gets (the default when the app does not offer it), which the server gives it too. */
+  async load(profile) {
+    this.profile = profile;
+    const ticket = ++this.loads; // only the latest read is shown (profiles switched quickly)
+    try {
+      const settings = await api.projectSettings(profile);
+      if (ticket !== this.loads) return this.profile;
+      this.profiles = settings.chatProfiles ?? [];
+      this.starters = settings.starters ?? [];
+      if (!this.locked) this.profile = settings.chatProfile ?? profile;
+    } catch (error) {
+      this.onError(`Could not read the chat's starters: ${error.message}`);
+    }
+    this.render();
+    return this.profile;
+  }
+
+  /** The chat had its first message: its profile is fixed, its starters are gone. */
+  lock(profile = this.profile) {
+    if (this.locked && profile === this.profile) return;
+    this.locked = true;
+    this.profile = profile;
+    this.render();
+  }
+
+  render() {
+    const { bar, select, current, description, starters } = this.dom;
+    const chosen = this.profiles.find((p) => p.name === this.profile);
+    // A picker when there is a choice to make; the chat's profile, read-only, once it is made.
+    bar.hidden = this.locked ? !this.profile || this.profiles.length === 0 : this.profiles.length < 2;
+    select.hidden = this.locked;
+    current.hidden = !this.locked;
+    current.textContent = chosen?.display_name || this.profile;
+    select.replaceChildren(
+      ...this.profiles.map((p) => {
+        const option = el("option", "", p.display_name || p.name);
+        option.value = p.name;
+        option.selected = p.name === this.profile;
+        return option;
+      }),
+    );
+    description.replaceChildren(this.locked || !chosen ? "" : markdownFragment(chosen.markdown_description ?? ""));
+    description.hidden = this.locked || !chosen?.markdown_description;
+
+    starters.replaceChildren(
+      ...this.starters.map((starter, index) => {
+        const button = el("button", "starter");
+        button.type = "button";
+        button.dataset.index = String(index);
+        // The page loads nothing from other origins (its CSP): only the server's own icons.
+        if (/^\/(?!\/)/.test(starter.icon ?? "")) {
+          const image = el("img", "starter-icon");
+          image.src = starter.icon;
+          image.alt = "";
+          button.append(image);
+        }
+        button.append(el("span", "starter-label", starter.label));
+        button.title = starter.message;
+        return button;
+      }),
+    );
+    starters.hidden = this.locked || this.starters.length === 0;
+  }
+}
