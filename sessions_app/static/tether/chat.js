@@ -646,17 +646,6 @@ dom.fileInput.addEventListener("change", () => {
 });
 dom.stop.addEventListener("click", stop);
 dom.newChat.addEventListener("click", newChat);
-dom.transcript.addEventListener("click", (event) => {
-  const button = event.target.closest(".copy-code");
-  if (!button) return;
-  const code = button.closest(".code-block")?.querySelector("pre")?.textContent ?? "";
-  navigator.clipboard?.writeText(code).then(
-    () => (button.textContent = "Copied"),
-    () => (button.textContent = "Copy failed"),
-  );
-  setTimeout(() => (button.textContent = "Copy"), 2000);
-});
-
 function setDrawer(open) {
   document.body.classList.toggle("drawer-open", open);
   dom.sidebarToggle.setAttribute("aria-expanded", String(open));

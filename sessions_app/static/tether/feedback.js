@@ -56,7 +56,7 @@ export class FeedbackControls {
     this.redraw(id);
   }
 
-  /** Put (or refresh) the feedback bar at the end of a message's element. */
+  /** Put (or refresh) the feedback bar at the end of a message's element (its actions row). */
   decorate(item, step) {
     const id = String(step.id);
     if (!ratable(step)) {
@@ -65,7 +65,7 @@ export class FeedbackControls {
     }
     const bar = this.bars.get(id) ?? this.makeBar(id);
     this.fill(bar, id);
-    item.append(bar);
+    (item.querySelector(":scope > .msg-actions") ?? item).append(bar); // beside Copy
   }
 
   /** A message left the page (deleted): its bar goes too. */

@@ -1,10 +1,13 @@
 // Turning steps into DOM. Message text is markdown rendered by marked, and marked's HTML is
 // sanitised by DOMPurify into a DOM fragment before it touches the page: no string from a
 // message is ever assigned to innerHTML. Raw HTML inside the markdown is not even passed
-// through: it is shown as the text it is.
+// through: it is shown as the text it is. Code blocks are highlighted by highlight.js, whose
+// HTML goes through DOMPurify as well (spans with its classes, nothing else).
 
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
+import { highlightedHtml } from "./code.js";
+import { copyButton } from "./copy.js";
 import { photosOf } from "./photos.js";
 import { pendingStatus } from "./reconcile.js";
 
@@ -22,9 +25,13 @@ const markdown = new Marked({
   },
 });
 
-// The only class a message may carry is marked's code-block language.
+// The only classes a message may carry are marked's code-block language and highlight.js's
+// token classes ("hljs-title function_"); raw HTML in a message never reaches here as markup.
+const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_)$/;
 DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
-  if (data.attrName === "class" && !/^language-[\w+-]+$/.test(data.attrValue)) data.keepAttr = false;
+  if (data.attrName !== "class") return;
+  const classes = data.attrValue.trim().split(/\s+/);
+  if (!classes.every((name) => ALLOWED_CLASS.test(name))) data.keepAttr = false;
 });
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
@@ -43,20 +50,25 @@ const PURIFY_CONFIG = {
   FORBID_TAGS: ["style", "form", "input", "button", "textarea", "select", "option", "iframe"],
   FORBID_ATTR: ["style", "id"],
 };
+const HIGHLIGHT_CONFIG = { RETURN_DOM_FRAGMENT: true, ALLOWED_TAGS: ["span"], ALLOWED_ATTR: ["class"] };
 
-/** Markdown text as a sanitised DocumentFragment, code blocks with a copy button. */
+/** Markdown text as a sanitised DocumentFragment, code blocks highlighted, with a copy button. */
 export function markdownFragment(text) {
   const fragment = DOMPurify.sanitize(markdown.parse(String(text ?? "")), PURIFY_CONFIG);
   for (const pre of fragment.querySelectorAll("pre")) {
     const code = pre.querySelector("code");
     const language = /language-([\w+-]+)/.exec(code?.getAttribute("class") ?? "")?.[1];
+    // The code as written: marked ends a block's text with a newline the fence did not have.
+    const raw = (code ?? pre).textContent.replace(/\n$/, "");
+    const html = code ? highlightedHtml(raw, language) : null;
+    if (html != null) {
+      code.replaceChildren(DOMPurify.sanitize(html, HIGHLIGHT_CONFIG));
+      code.classList.add("hljs");
+    }
     const wrapper = el("div", "code-block");
     const bar = el("div", "code-bar");
     bar.append(el("span", "code-lang", language ?? "code"));
-    const copy = el("button", "copy-code", "Copy");
-    copy.type = "button";
-    copy.setAttribute("aria-label", "Copy code");
-    bar.append(copy);
+    bar.append(copyButton({ className: "copy-code", label: "Copy code", text: () => raw }));
     pre.replaceWith(wrapper);
     wrapper.append(bar, pre);
   }
@@ -159,6 +171,14 @@ export function fillStep(item, step) {
   item.toggleAttribute("data-interrupted", stopped || Boolean(step.interrupted));
   if (stopped) parts.push(el("div", "msg-status msg-stopped", "Stopped: the reply was cut short here"));
   else if (step.interrupted) parts.push(el("div", "msg-status msg-stopped", "Interrupted"));
+  // A finished reply can be copied whole, as the markdown it was written in; its feedback bar
+  // (feedback.js) joins this row.
+  if (role === "assistant" && !step.streaming && step.output) {
+    const actions = el("div", "msg-actions");
+    const text = String(step.output);
+    actions.append(copyButton({ className: "copy-message", label: "Copy message", text: () => text }));
+    parts.push(actions);
+  }
   item.replaceChildren(...parts);
 }
 
