@@ -148,18 +148,24 @@ def message_search_document() -> SearchVector:
     return SearchVector("output", config=SEARCH_CONFIG)
 
 
+def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
+    """The user and assistant message steps (of any thread) that match ``text``: by the
+    full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
+    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
+    if full_text:
+        query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+        return messages.annotate(document=message_search_document()).filter(document=query)
+    return messages.filter(*[Q(output__icontains=term) for term in text.split()])
+
+
 def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     """``threads`` whose name or user and assistant messages match ``text`` (see above)."""
     terms = text.split()
     if not terms:
         return threads
     named = Q(*[Q(name__icontains=term) for term in terms])
-    messages = Step.objects.filter(thread_id=OuterRef("pk"), type__in=SEARCHED_STEP_TYPES)
-    if connections[threads.db].vendor == "postgresql":
-        query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        messages = messages.annotate(document=message_search_document()).filter(document=query)
-    else:
-        messages = messages.filter(*[Q(output__icontains=term) for term in terms])
+    full_text = connections[threads.db].vendor == "postgresql"
+    messages = matching_messages(text, full_text=full_text).filter(thread_id=OuterRef("pk"))
     return threads.filter(named | Exists(messages))
 
 
