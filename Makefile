@@ -9,6 +9,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DEMO_USER ?= demo
 DEMO_PASSWORD ?= demo-password
+# Seconds per streamed word of the echo engine's replies in `make run` (0: full speed);
+# `make run ECHO_DEMO_PACE=0.15` makes streaming, Stop and queueing visible in the UI.
+ECHO_DEMO_PACE ?= 0
 # daphne's 1 MiB WebSocket message cap applies to what the server sends too; a long thread's
 # resume_thread payload is bigger. Inbound frames are still limited by SOCKETIO_MAX_PAYLOAD.
 WS_MAX_MESSAGE ?= 33554432
@@ -30,7 +33,7 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
-	$(BIN)/python -m chatproject.serve $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
+	ECHO_DEMO_PACE=$(ECHO_DEMO_PACE) $(BIN)/python -m chatproject.serve $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
 
 # PROCESSES daphne processes (with DAPHNE_ARGS, as above) on PORT+1... behind nginx on PORT,
 # supervised by chatproject/cluster.py; Ctrl-C drains them, then stops nginx. Needs

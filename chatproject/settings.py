@@ -324,6 +324,9 @@ LOGGING = {
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)
 # Where the echo engine keeps its conversations (turn counts by engine session id).
 ECHO_STATE_DIR = Path(os.environ.get("ECHO_STATE_DIR", VAR_DIR / "echo"))
+# Seconds the echo engine waits before each streamed word when a box sets no ``slow`` option:
+# a demo pace at which streaming, stop and queueing can be watched (0: as fast as it can).
+ECHO_DEMO_PACE = max(0.0, float(os.environ.get("ECHO_DEMO_PACE") or 0))
 # Photos in messages (media_app): the largest photo accepted, in bytes, and how many one
 # message may carry. Uploads go over HTTP (POST /api/uploads/), not the socket.
 MAX_IMAGE_BYTES = int(os.environ.get("MAX_IMAGE_BYTES", str(10_000_000)))

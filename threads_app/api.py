@@ -38,16 +38,29 @@ from threads_app.serializers import (
 
 
 class ThreadSearchFilter(SearchFilter):
-    """``?search=`` matches every whitespace-separated term in the name (case-insensitive);
-    a bad term is a 400 under the ``search`` key like any other validation error."""
+    """``?search=`` matches names and message texts (``selectors.search_threads``); a bad or
+    too long search is a 400 under the ``search`` key like any other validation error."""
 
-    search_description = "Only threads whose name contains every whitespace-separated term."
+    search_description = (
+        "Only threads whose name contains every whitespace-separated term, or with a user or "
+        'assistant message that matches (full-text on PostgreSQL: words, "phrases", -word, or; '
+        f"every term on SQLite). At most {selectors.SEARCH_MAX_CHARS} characters."
+    )
 
     def get_search_terms(self, request: Request) -> list[str]:
+        limit = selectors.SEARCH_MAX_CHARS
+        if len(request.query_params.get(self.search_param, "")) > limit:
+            message = f"Ensure this field has no more than {limit} characters."
+            raise serializers.ValidationError({self.search_param: [message]})
         try:
             return super().get_search_terms(request)
         except serializers.ValidationError as exc:
             raise serializers.ValidationError({self.search_param: exc.detail}) from exc
+
+    def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:
+        if not self.get_search_terms(request):  # validates, and an empty search is no filter
+            return queryset
+        return selectors.search_threads(queryset, request.query_params[self.search_param])
 
 
 def _error(description: str) -> OpenApiResponse:

@@ -5,11 +5,23 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.db.models import DateTimeField, F, FilteredRelation, Q, QuerySet, Subquery, Value
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connections
+from django.db.models import (
+    DateTimeField,
+    Exists,
+    F,
+    FilteredRelation,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
 from django.db.models.functions import Coalesce
 
 from threads_app import content_filters
-from threads_app.models import AcceptedMessage, Box, Step, Thread
+from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
 
@@ -113,6 +125,48 @@ def owned_threads(user: User) -> QuerySet[Thread]:
     """The user's live threads; every API lookup starts here, so a foreign, deleted or
     missing id is simply not found."""
     return Thread.objects.select_related("owner").filter(owner=user, deleted_at__isnull=True)
+
+
+# --- thread search ------------------------------------------------------------------------
+# A thread matches a search when its name contains every whitespace-separated term
+# (case-insensitive, as before messages were searched), or when one of its user or assistant
+# messages matches: on PostgreSQL by full-text search (``websearch_to_tsquery``: stemmed
+# words, "quoted phrases", -excluded words, ``or``), on SQLite by containing every term.
+# The messages are an EXISTS, so a thread is listed once however many of them match, and the
+# list's ordering and cursor are untouched.
+
+# The longest ``?search=`` accepted (characters); the API answers 400 past it.
+SEARCH_MAX_CHARS = 200
+# The full-text configuration, and the messages searched: the same expression and condition
+# as the index ``step_message_search`` (migration 0005), so PostgreSQL can use it.
+SEARCH_CONFIG = "english"
+SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
+
+
+def message_search_document() -> SearchVector:
+    """The indexed text of a message step (see ``SEARCH_CONFIG``)."""
+    return SearchVector("output", config=SEARCH_CONFIG)
+
+
+def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
+    """The user and assistant message steps (of any thread) that match ``text``: by the
+    full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
+    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
+    if full_text:
+        query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+        return messages.annotate(document=message_search_document()).filter(document=query)
+    return messages.filter(*[Q(output__icontains=term) for term in text.split()])
+
+
+def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
+    """``threads`` whose name or user and assistant messages match ``text`` (see above)."""
+    terms = text.split()
+    if not terms:
+        return threads
+    named = Q(*[Q(name__icontains=term) for term in terms])
+    full_text = connections[threads.db].vendor == "postgresql"
+    messages = matching_messages(text, full_text=full_text).filter(thread_id=OuterRef("pk"))
+    return threads.filter(named | Exists(messages))
 
 
 def history_page(

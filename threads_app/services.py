@@ -17,6 +17,7 @@ from django.utils import timezone
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
 from threads_app.signals import thread_deleted
 from threads_app.step_appends import append_step
+from threads_app.titles import thread_title
 
 THREAD_NAME_MAX = 255
 
@@ -34,8 +35,9 @@ class ThreadNotOwned(Exception):
 def ensure_thread(
     user: User, thread_id: uuid.UUID, *, name: str = "", chat_profile: str = ""
 ) -> tuple[Thread, bool]:
-    """Create the thread on the first interaction, named after the first message and with the
-    chat's profile (which it keeps from then on).
+    """Create the thread on the first interaction, named after the first message (``name``, its
+    text, made a title by ``thread_title``; blank stays blank) and with the chat's profile
+    (which it keeps from then on).
 
     Returns ``(thread, created)``. Concurrent callers with the same id get one row: the
     loser of the insert race reads the winner's row.
@@ -46,7 +48,11 @@ def ensure_thread(
         try:
             with transaction.atomic():
                 thread = Thread.objects.create(
-                    id=thread_id, owner=user, box=box, name=name[:THREAD_NAME_MAX], chat_profile=chat_profile
+                    id=thread_id,
+                    owner=user,
+                    box=box,
+                    name=thread_title(name)[:THREAD_NAME_MAX] if name else "",
+                    chat_profile=chat_profile,
                 )
             return thread, True
         except IntegrityError:

@@ -16,6 +16,7 @@ from threads_app.services import (
     save_thread_session,
     upsert_step,
 )
+from threads_app.titles import TITLE_MAX, thread_title
 
 pytestmark = pytest.mark.django_db
 
@@ -130,12 +131,13 @@ def test_ensure_thread_refuses_a_deleted_thread(user):
         ensure_thread(user, thread.pk)
 
 
-def test_ensure_thread_names_the_thread_after_the_first_message_truncated(user):
-    text = "x" * 200 + "y" * 100
+def test_ensure_thread_names_the_thread_after_the_first_message_as_a_title(user):
+    text = "!slow 0.2\n# The **plan**\n" + "word " * 100
     thread, _ = ensure_thread(user, uuid.uuid4(), name=text)
     stored = Thread.objects.get(pk=thread.pk).name
-    assert len(stored) == THREAD_NAME_MAX == 255
-    assert stored == text[:255]
+    assert stored == thread_title(text)
+    assert stored.startswith("The plan word word") and stored.endswith("…")
+    assert len(stored) <= TITLE_MAX < THREAD_NAME_MAX
 
     short, _ = ensure_thread(user, uuid.uuid4(), name="what's the weather?")
     assert Thread.objects.get(pk=short.pk).name == "what's the weather?"

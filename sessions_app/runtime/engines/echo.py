@@ -31,7 +31,8 @@ class EchoEngine:
     }
 
     def __init__(self, options: dict[str, Any]) -> None:
-        self.slow = float(options.get("slow", 0.0))
+        # A box's own ``slow`` wins over the process's demo pace (``ECHO_DEMO_PACE``).
+        self.slow = float(options.get("slow", settings.ECHO_DEMO_PACE))
         self.coalesce = bool(options.get("coalesce", True))
         self.state_dir = Path(options.get("state_dir") or settings.ECHO_STATE_DIR)
 
