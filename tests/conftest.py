@@ -101,19 +101,31 @@ def _flush_survives_live_servers():
         yield
 
 
+_factories: list[ServerFactory] = []  # the run's (one, once a test needs a server)
+
+
 @pytest.fixture(scope="session")
 def server_factory(django_db_setup, django_db_blocker, tmp_path_factory):
     factory = ServerFactory(tmp_path_factory.mktemp("servers"))
+    _factories.append(factory)
     yield factory
     factory.stop_all()
     with django_db_blocker.unblock():
         drop_stray_connections()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_module_servers():
+    """The servers a module started stop with it (``ServerFactory``)."""
+    yield
+    for factory in _factories:
+        factory.stop_transient()
+
+
 @pytest.fixture(scope="session")
 def server(server_factory):
     """One shared daphne process running the lifecycle test app."""
-    return server_factory.start()
+    return server_factory.start(for_session=True)
 
 
 @pytest.fixture(scope="session")
@@ -124,6 +136,7 @@ def engine_server(server_factory, tmp_path_factory):
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo")),
         WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
+        for_session=True,
     )
 
 

@@ -141,11 +141,17 @@ def wait_ready(server: LiveServer, timeout: float = 30) -> None:
 
 
 class ServerFactory:
+    """Starts the tests' daphne processes. A server lives until the end of the test module
+    that started it (``stop_transient``, from an autouse fixture), unless it was started
+    ``for_session``: each holds a pool of PostgreSQL connections, and servers kept for the
+    whole run would exhaust the server's ``max_connections``."""
+
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.servers: list[LiveServer] = []
+        self.session_servers: list[LiveServer] = []
 
-    def start(self, *, hook_log: Path | None = None, **env: str) -> LiveServer:
+    def start(self, *, hook_log: Path | None = None, for_session: bool = False, **env: str) -> LiveServer:
         """Start daphne on a free port. ``env`` overrides the inherited environment, e.g.
         ``REDIS_URL=private_redis.url`` for a channel layer and cache of the test's own, or
         ``REDIS_URL=""`` for the in-memory layer."""
@@ -163,12 +169,19 @@ class ServerFactory:
             **env,
         }
         server = LiveServer(port, hook_log, log_path, full_env)
-        self.servers.append(server)
+        (self.session_servers if for_session else self.servers).append(server)
         wait_ready(server)
         return server
 
+    def stop_transient(self) -> None:
+        """Stop the servers started since the last call, except the session's."""
+        servers, self.servers = self.servers, []
+        for server in servers:
+            server.stop()
+
     def stop_all(self) -> None:
-        for server in self.servers:
+        self.stop_transient()
+        for server in self.session_servers:
             server.stop()
 
 
