@@ -125,18 +125,17 @@ def _stop_module_servers():
 @pytest.fixture(scope="session")
 def server(server_factory):
     """One shared daphne process running the lifecycle test app."""
-    return server_factory.start(for_session=True)
+    return server_factory.start_for_session()
 
 
 @pytest.fixture(scope="session")
 def engine_server(server_factory, tmp_path_factory):
     """A daphne process running the default app: messages go to the echo engine runtime.
     Its webhooks may go to loopback, where the tests' receivers listen."""
-    return server_factory.start(
+    return server_factory.start_for_session(
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo")),
         WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
-        for_session=True,
     )
 
 

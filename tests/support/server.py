@@ -142,8 +142,8 @@ def wait_ready(server: LiveServer, timeout: float = 30) -> None:
 
 class ServerFactory:
     """Starts the tests' daphne processes. A server lives until the end of the test module
-    that started it (``stop_transient``, from an autouse fixture), unless it was started
-    ``for_session``: each holds a pool of PostgreSQL connections, and servers kept for the
+    that started it (``stop_transient``, from an autouse fixture), unless ``start_for_session``
+    started it: each holds a pool of PostgreSQL connections, and servers kept for the
     whole run would exhaust the server's ``max_connections``."""
 
     def __init__(self, workdir: Path) -> None:
@@ -151,10 +151,23 @@ class ServerFactory:
         self.servers: list[LiveServer] = []
         self.session_servers: list[LiveServer] = []
 
-    def start(self, *, hook_log: Path | None = None, for_session: bool = False, **env: str) -> LiveServer:
-        """Start daphne on a free port. ``env`` overrides the inherited environment, e.g.
-        ``REDIS_URL=private_redis.url`` for a channel layer and cache of the test's own, or
-        ``REDIS_URL=""`` for the in-memory layer."""
+    def start(self, *, hook_log: Path | None = None, **env: str) -> LiveServer:
+        """Start daphne on a free port; it stops with the module. ``env`` overrides the
+        inherited environment, e.g. ``REDIS_URL=private_redis.url`` for a channel layer and
+        cache of the test's own, or ``REDIS_URL=""`` for the in-memory layer."""
+        server = self._spawn(hook_log, env)
+        self.servers.append(server)
+        wait_ready(server)
+        return server
+
+    def start_for_session(self, **env: str) -> LiveServer:
+        """Start daphne for the whole run (the shared ``server`` and ``engine_server``)."""
+        server = self._spawn(None, env)
+        self.session_servers.append(server)
+        wait_ready(server)
+        return server
+
+    def _spawn(self, hook_log: Path | None, env: dict[str, str]) -> LiveServer:
         port = free_port()
         hook_log = hook_log or self.workdir / f"hooks-{port}.jsonl"
         log_path = self.workdir / f"daphne-{port}.log"
@@ -168,10 +181,7 @@ class ServerFactory:
             "PYTHONPATH": str(ROOT),
             **env,
         }
-        server = LiveServer(port, hook_log, log_path, full_env)
-        (self.session_servers if for_session else self.servers).append(server)
-        wait_ready(server)
-        return server
+        return LiveServer(port, hook_log, log_path, full_env)
 
     def stop_transient(self) -> None:
         """Stop the servers started since the last call, except the session's."""
