@@ -138,25 +138,7 @@ class BaselineConsumer(AsyncWebsocketConsumer):
             answer = {"threadId": thread_id, "messageId": message["id"], "queued": False}
             await self._send_packet(sio.Packet(sio.ACK, [answer], id=ack_id, binary=False))
         created = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-        await self.emit(
-            "new_message",
-            {
-                "id": str(uuid.uuid4()),
-                "threadId": thread_id,
-                "parentId": None,
-                "seq": len(context),
-                "type": "assistant_message",
-                "name": "assistant",
-                "output": output,
-                "content": [],
-                "metadata": {},
-                "isError": False,
-                "streaming": False,
-                "createdAt": created,
-                "start": created,
-                "end": created,
-            },
-        )
+        await self.emit("new_message", self.step(str(uuid.uuid4()), "assistant_message", output, created))
 
     async def floor(self, payload: dict[str, Any], ack_id: int | None) -> None:
         """One message in: committed, acked, announced, answered and committed (``bench/echo.py``)."""

@@ -13,16 +13,13 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests.e2e.test_web_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     PAGE_PROBES,
     TIMEOUT_MS,
     Chat,
-    require_chromium,
 )
 from tests.support.waiting import wait_until_async
 from threads_app.models import Feedback
@@ -45,15 +42,6 @@ def app_server(request, server_factory, tmp_path_factory) -> tuple[str, Any]:
     if kind == "engine":
         env["ECHO_STATE_DIR"] = str(tmp_path_factory.mktemp("feedback-echo"))
     return kind, server_factory.start(**env)
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    require_chromium()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture

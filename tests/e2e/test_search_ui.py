@@ -9,16 +9,13 @@ thread with two turns is the only one whose replies say "#2".
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests.e2e.test_web_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     PAGE_PROBES,
     TIMEOUT_MS,
     Chat,
-    require_chromium,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,15 +26,6 @@ def web_server(server_factory, tmp_path_factory):
     return server_factory.start(
         CHAT_APP="tests.apps.web_app", ECHO_STATE_DIR=str(tmp_path_factory.mktemp("search-echo"))
     )
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    require_chromium()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture

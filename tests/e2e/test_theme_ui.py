@@ -18,17 +18,14 @@ helpers (``Chat``, the probes) this reuses.
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
-from playwright.async_api import Browser, async_playwright, expect
+from playwright.async_api import Browser, expect
 
 from tests.apps.code_app import CODE, CODE_REPLY
 from tests.e2e.test_web_ui import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DESKTOP,
     PAGE_PROBES,
     TIMEOUT_MS,
     Chat,
-    require_chromium,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -85,15 +82,6 @@ class ThemedChat(Chat):
 @pytest.fixture(scope="module")
 def code_server(server_factory):
     return server_factory.start(CHAT_APP="tests.apps.code_app")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    require_chromium()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, expect
 
-from tests.e2e.test_web_ui import THREAD_URL, Chat, _page_opener, browser  # noqa: F401  # browser: a fixture
+from tests.e2e.test_web_ui import THREAD_URL, Chat, _page_opener
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -37,13 +37,13 @@ def engine_starters_server(server_factory: Any, tmp_path_factory: Any) -> Any:
 
 
 @pytest.fixture
-async def open_profiles_chat(browser: Browser, profiles_server: Any):  # noqa: F811  # the fixture
+async def open_profiles_chat(browser: Browser, profiles_server: Any):  # the fixture
     async for open_page in _page_opener(browser, profiles_server.url):
         yield open_page
 
 
 @pytest.fixture
-async def open_engine_chat(browser: Browser, engine_starters_server: Any):  # noqa: F811  # the fixture
+async def open_engine_chat(browser: Browser, engine_starters_server: Any):  # the fixture
     async for open_page in _page_opener(browser, engine_starters_server.url):
         yield open_page
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from playwright.async_api import Browser, Page, ViewportSize, async_playwright, expect
+from playwright.async_api import Browser, Page, ViewportSize, expect
 
 from tests.apps.web_app import GREETING
 from threads_app.models import AcceptedMessage
@@ -86,17 +86,6 @@ def require_chromium() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"Chromium is missing at {CHROMIUM}; .ci/run installs Debian's chromium package")
         pytest.skip(f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    """A Chromium per test (it starts in well under a second): Playwright's objects belong to
-    the event loop that made them, and each async test has its own."""
-    require_chromium()
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        await launched.close()
 
 
 @pytest.fixture(scope="module")
