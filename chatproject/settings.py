@@ -69,6 +69,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The UI's language from the browser's Accept-Language (LANGUAGES below).
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -242,7 +244,12 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- I18n / static --------------------------------------------------------------------
-LANGUAGE_CODE = "en-us"
+LANGUAGE_CODE = "en"
+# The languages the web UI is translated into; the browser's Accept-Language picks one
+# (LocaleMiddleware). Catalogs live in locale/ (templates and Python) and reach the page's
+# scripts through Django's JavaScriptCatalog (sessions_app/static/tether/i18n.js).
+LANGUAGES = [("en", "English"), ("fr", "Français")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

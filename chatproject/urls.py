@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import include, path
 from django.views.defaults import page_not_found
+from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatproject import health, views
@@ -16,6 +17,8 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    # The web UI's translated strings for its scripts (sessions_app/static/tether/i18n.js).
+    path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("", include("threads_app.urls")),
