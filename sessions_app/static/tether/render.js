@@ -2,11 +2,13 @@
 // sanitised by DOMPurify into a DOM fragment before it touches the page: no string from a
 // message is ever assigned to innerHTML. Raw HTML inside the markdown is not even passed
 // through: it is shown as the text it is. Code blocks are highlighted by highlight.js, whose
-// HTML goes through DOMPurify as well (spans with its classes, nothing else).
+// HTML goes through DOMPurify as well (spans with its classes, nothing else). LaTeX is found
+// by math.js while marked tokenizes and typeset by KaTeX after sanitising.
 
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 import { highlightedHtml } from "./code.js";
+import { mathExtension, renderMath } from "./math.js";
 import { copyButton } from "./copy.js";
 import { photosOf } from "./photos.js";
 import { pendingStatus } from "./reconcile.js";
@@ -14,20 +16,24 @@ import { pendingStatus } from "./reconcile.js";
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
-const markdown = new Marked({
-  gfm: true,
-  breaks: true,
-  renderer: {
-    // Block and inline HTML in a message is text, not markup.
-    html({ text }) {
-      return escapeHtml(text);
+const markdown = new Marked(
+  {
+    gfm: true,
+    breaks: true,
+    renderer: {
+      // Block and inline HTML in a message is text, not markup.
+      html({ text }) {
+        return escapeHtml(text);
+      },
     },
   },
-});
+  mathExtension,
+);
 
 // The only classes a message may carry are marked's code-block language and highlight.js's
-// token classes ("hljs-title function_"); raw HTML in a message never reaches here as markup.
-const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_)$/;
+// token classes ("hljs-title function_"), and math.js's placeholders; raw HTML in a message
+// never reaches here as markup.
+const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_|math|math-inline|math-display)$/;
 DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
   if (data.attrName !== "class") return;
   const classes = data.attrValue.trim().split(/\s+/);
@@ -72,6 +78,7 @@ export function markdownFragment(text) {
     pre.replaceWith(wrapper);
     wrapper.append(bar, pre);
   }
+  renderMath(fragment);
   return fragment;
 }
 
