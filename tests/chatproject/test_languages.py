@@ -5,6 +5,7 @@ the page's scripts (djangojs.mo, served by the JavaScript catalog at /jsi18n/)."
 import ast
 import gettext
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,11 @@ def test_the_chat_page_is_in_french_for_a_french_browser_and_in_english_otherwis
     assert '<html lang="en">' in english
     assert '<button id="send" type="submit" class="primary">Send</button>' in english
     assert 'placeholder="Message Tether"' in english and 'aria-label="Your chats"' in english
+
+    # The not-found page too.
+    missing = signed_in("fr").get(f"/thread/{uuid.uuid4()}/")
+    assert missing.status_code == 404
+    assert "<h1>Introuvable</h1>" in missing.content.decode()
 
     # A language Tether has no catalog for falls back to English.
     assert '<html lang="en">' in signed_in("de-DE").get("/").content.decode()
