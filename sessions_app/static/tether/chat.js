@@ -506,7 +506,8 @@ async function prepare(item) {
       const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
       fileReferences = uploaded.map((u) => ({ id: u.id }));
     } catch (error) {
-      setPending(item.id, { state: "failed", error: `the photo upload failed (${error.message})` });
+      const why = interpolate(gettext("the photo upload failed (%(error)s)"), { error: error.message });
+      setPending(item.id, { state: "failed", error: why });
       return;
     }
   }
@@ -529,7 +530,7 @@ function flushOutbox() {
 function onAck(id, answer) {
   if (!state.outbox.delete(id) && !state.pending.some((p) => p.id === id)) return;
   if (!answer || answer.error) {
-    setPending(id, { state: "failed", error: answer?.error ?? "no answer" });
+    setPending(id, { state: "failed", error: answer?.error ?? gettext("no answer") });
     return;
   }
   adoptThread(answer.threadId);
