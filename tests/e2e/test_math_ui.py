@@ -44,8 +44,12 @@ async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_t
 ):
     chat = await open_math_chat()
     fonts: list[str] = []
+    scripts: list[str] = []
     chat.page.on("request", lambda r: fonts.append(r.url) if "/katex/fonts/" in r.url else None)
+    chat.page.on("request", lambda r: scripts.append(r.url) if r.url.endswith("/katex.mjs") else None)
     await chat.sign_in(make_user())
+    await expect(chat.locator("#composer")).to_be_visible()
+    assert scripts == []  # KaTeX loads with the first formula, not with the page
     await chat.send("some maths please")
     reply = chat.locator("#transcript > .msg-assistant:not([data-streaming])")
     await expect(reply).to_have_count(1)
@@ -78,6 +82,7 @@ async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_t
 
     # KaTeX's own fonts, from this origin, were used to draw the formulas.
     assert fonts and all(url.startswith(chat.base_url) and url.endswith(".woff2") for url in fonts)
+    assert scripts == [f"{chat.base_url}/static/tether/vendor/katex/katex.mjs"]
     assert await chat.page.evaluate("document.fonts.check('16px KaTeX_Main')")
     # Copying the reply gives the LaTeX as written.
     await reply.locator("button.copy-message").click()

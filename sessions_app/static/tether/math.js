@@ -11,7 +11,20 @@
 // followed by a digit. `\$` is a plain dollar sign. Inline math holds no backtick, so a code
 // span after a price ("$5 or `$x`") stays code.
 
-import katex from "./vendor/katex/katex.mjs";
+// KaTeX (600 kB of script) is imported the first time a message has math: a page without any
+// never loads it. Until it has loaded, a formula shows as its source.
+let katex = null;
+let loading = null;
+
+function loadKatex() {
+  loading ??= import("./vendor/katex/katex.mjs").then(
+    (module) => {
+      katex = module.default;
+      renderMath(document); // what was drawn while it loaded
+    },
+    () => (loading = null), // offline or refused: the sources stay; the next message tries again
+  );
+}
 
 // Each returns [raw, tex] for math at the start of `src`, or null.
 const INLINE_RULES = [
@@ -143,10 +156,16 @@ function rendered(tex, display) {
 
 /** Typesets every `.math` element under `root` (made by mathExtension's renderer) in place. */
 export function renderMath(root) {
-  for (const node of root.querySelectorAll(".math")) {
-    const tex = node.textContent;
+  const nodes = root.querySelectorAll(".math:not([data-typeset])");
+  if (nodes.length === 0) return;
+  if (!katex) {
+    loadKatex();
+    return;
+  }
+  for (const node of nodes) {
+    node.dataset.typeset = "";
     try {
-      node.replaceChildren(rendered(tex, node.classList.contains("math-display")));
+      node.replaceChildren(rendered(node.textContent, node.classList.contains("math-display")));
     } catch {
       // Left as its source text: a formula KaTeX fails on is still readable.
     }
