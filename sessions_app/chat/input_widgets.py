@@ -54,7 +54,7 @@ class InputWidget:
             check_value(self.to_dict(), self._initial())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Switch(InputWidget):
     """On or off (a checkbox drawn as a switch)."""
 
@@ -66,14 +66,14 @@ class Switch(InputWidget):
         self._check_initial()
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Checkbox(Switch):
     """On or off, drawn as a checkbox."""
 
     type: ClassVar[str] = "checkbox"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Slider(InputWidget):
     """A number from ``min`` to ``max`` in steps of ``step`` (counted from ``min``)."""
 
@@ -93,7 +93,7 @@ class Slider(InputWidget):
         return {"min": self.min, "max": self.max, "step": self.step}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Select(InputWidget):
     """One of a list: ``values`` (each its own label) or ``items`` ({label: value}). The
     initial choice is ``initial_value``, or ``initial_index`` into ``values``."""
@@ -123,7 +123,7 @@ class Select(InputWidget):
         return {"items": [{"label": label, "value": value} for label, value in self.items.items()]}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TextInput(InputWidget):
     """Free text of at most ``max_length`` characters, on one line or several."""
 
@@ -141,7 +141,7 @@ class TextInput(InputWidget):
         return {"placeholder": self.placeholder, "multiline": self.multiline, "max_length": self.max_length}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class NumberInput(InputWidget):
     """A number, within ``min`` / ``max`` and on ``step`` when they are given (Tether's
     additions: Chainlit's takes any number)."""
@@ -163,7 +163,7 @@ class NumberInput(InputWidget):
         return {"placeholder": self.placeholder, "min": self.min, "max": self.max, "step": self.step}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Tags(InputWidget):
     """A list of short strings; ``values`` are suggestions the editor offers, not a limit."""
 
