@@ -1,11 +1,13 @@
 """The settings inputs on their own: their wire dicts (Chainlit's fields), the checks a change
 goes through for each kind of input, and what a (re)declaration starts from."""
 
+import uuid
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 
-from sessions_app import chat
+from sessions_app import chat, records
 from sessions_app.chat_settings import (
     InvalidSetting,
     check_value,
@@ -14,6 +16,9 @@ from sessions_app.chat_settings import (
     values_for,
     wire_payload,
 )
+from sessions_app.live import LiveSession
+from sessions_app.models import SocketSession
+from sessions_app.turns import stop_handlers
 
 COMMON = {"tooltip": None, "description": None, "disabled": False}
 
@@ -225,3 +230,56 @@ def test_declared_inputs_read_back_only_what_chat_settings_writes() -> None:
 def test_check_value_prefixes_the_input() -> None:
     with pytest.raises(InvalidSetting, match=r"^Model \(model\) must be one of"):
         check_value(DECLARED[0], "x")
+
+
+# --- ChatSettings.send() in a session -------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_send_declares_for_the_session_and_the_declaration_moves_with_its_record(user: Any) -> None:
+    """What ``send()`` stores is in the session record, so a process that rebuilds the session
+    from it (a reconnect that moved) validates against the same inputs; apps read the values
+    (and the inputs) through ``chat.user_session`` and cannot set them."""
+    record = records.open_session(
+        uuid.uuid4(), user, channel="chan.test", new_fields={"thread_id": uuid.uuid4()}
+    ).record
+    live = LiveSession(record, user)
+    token = live.activate()
+    try:
+        first = async_to_sync(chat.ChatSettings(DECLARED_WIDGETS).send)()
+        assert first == {"model": "small", "t": 0.5}
+        assert chat.user_session.get("chat_settings") == first
+        assert [spec["id"] for spec in chat.user_session.get("chat_settings_inputs")] == ["model", "t"]
+        with pytest.raises(KeyError):
+            chat.user_session.set("chat_settings", {"model": "forged"})
+        live.chat_settings = validate_change(
+            live.chat_settings_inputs, live.chat_settings, {"model": "large"}
+        )
+        async_to_sync(live.persist)()
+
+        moved = LiveSession(SocketSession.objects.get(pk=live.id), user)
+        assert moved.chat_settings == {"model": "large", "t": 0.5}
+        assert moved.chat_settings_inputs == live.chat_settings_inputs
+        assert "chat_settings_inputs" not in moved.user_session
+        with pytest.raises(InvalidSetting):
+            validate_change(moved.chat_settings_inputs, moved.chat_settings, {"t": 9})
+
+        # Declaring again keeps the user's valid choice; a new input starts at its initial value.
+        again = async_to_sync(
+            chat.ChatSettings([*DECLARED_WIDGETS, chat.Switch(id="extra", label="Extra", initial=True)]).send
+        )()
+        assert again == {"model": "large", "t": 0.5, "extra": True}
+    finally:
+        live.deactivate(token)
+        stop_handlers.forget(live.id)
+
+
+DECLARED_WIDGETS: list[chat.InputWidget] = [
+    chat.Select(id="model", label="Model", values=["small", "large"], initial_index=0),
+    chat.Slider(id="t", label="T", initial=0.5, min=0, max=1, step=0.1),
+]
+
+
+def test_send_outside_a_hook_says_so() -> None:
+    with pytest.raises(RuntimeError, match="inside a hook"):
+        async_to_sync(chat.ChatSettings(DECLARED_WIDGETS).send)()
