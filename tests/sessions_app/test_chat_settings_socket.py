@@ -218,3 +218,17 @@ async def test_history_api_and_the_owner_check(settings_server: Any, make_user: 
         {"sessionId": stranger.session_id, "threadId": thread_id, "clientType": "webapp"}
     )
     assert "authorization failed" in str(refusal)
+
+
+async def test_an_app_that_declares_no_settings_keeps_the_unchecked_merge(
+    server: Any, make_user: Any
+) -> None:
+    """Backwards compatible: no panel is sent, and any storable object is still taken (the
+    lifecycle test app declares nothing)."""
+    client = await signed_in(server, make_user())
+    await client.start()
+    await client.wait_event("task_end")
+    assert await client.call("chat_settings_change", {"anything": [1, {"x": "y"}]}) is None
+    await settle()
+    assert client.named("chat_settings") == []
+    await client.disconnect()

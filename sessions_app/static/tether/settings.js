@@ -323,8 +323,9 @@ export class ChatSettingsPanel {
     let answer;
     try {
       answer = await this.save(values);
-    } catch (error) {
-      answer = { error: interpolate(gettext("Could not save the settings: %(reason)s"), { reason: error.message }) };
+    } catch {
+      // Not connected, or no answer in time: nothing was applied, the dialog keeps the edits.
+      answer = { error: gettext("Could not save the settings. Check your connection and try again.") };
     } finally {
       this.confirm.disabled = false;
     }
