@@ -89,6 +89,18 @@ def _check_tags(value: Any, spec: Mapping[str, Any]) -> list[str]:
     return list(value)
 
 
+def _check_multiselect(value: Any, spec: Mapping[str, Any]) -> list[str]:
+    allowed = [item["value"] for item in spec.get("items") or []]
+    if not isinstance(value, list) or not all(isinstance(choice, str) for choice in value):
+        raise InvalidSetting("must be a list of strings")
+    unknown = [choice for choice in value if choice not in allowed]
+    if unknown:
+        raise InvalidSetting(f"may only hold {allowed}, not {unknown}")
+    if len(set(value)) != len(value):
+        raise InvalidSetting("must not hold the same choice twice")
+    return list(value)
+
+
 # By the input's wire ``type`` (Chainlit's names). A checkbox is a switch drawn differently.
 CHECKS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {
     "select": _check_select,
@@ -98,6 +110,7 @@ CHECKS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {
     "numberinput": _check_slider,
     "textinput": _check_text,
     "tags": _check_tags,
+    "multiselect": _check_multiselect,
 }
 
 

@@ -23,6 +23,7 @@ from sessions_app.chat.hooks import (
 from sessions_app.chat.input_widgets import (
     Checkbox,
     InputWidget,
+    MultiSelect,
     NumberInput,
     Select,
     Slider,
@@ -40,6 +41,7 @@ __all__ = [
     "Feedback",
     "InputWidget",
     "Message",
+    "MultiSelect",
     "NumberInput",
     "Select",
     "Slider",

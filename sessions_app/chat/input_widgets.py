@@ -1,5 +1,6 @@
 """The inputs of a chat's settings panel: ``chat.Select``, ``chat.Switch``, ``chat.Slider``,
-``chat.TextInput``, ``chat.NumberInput``, ``chat.Tags`` (and ``chat.Checkbox``), with
+``chat.TextInput``, ``chat.NumberInput``, ``chat.Tags`` (and ``chat.Checkbox``,
+``chat.MultiSelect``), with
 Chainlit's names and wire dicts (``to_dict``).
 
 Everything after ``id`` and ``label`` is keyword-only: Chainlit's positional order puts
@@ -178,3 +179,24 @@ class Tags(InputWidget):
 
     def _fields(self) -> dict[str, Any]:
         return {"values": list(self.values), "max_tags": self.max_tags}
+
+
+@dataclass(kw_only=True)
+class MultiSelect(InputWidget):
+    """Any number of a list: ``values`` (each its own label) or ``items`` ({label: value})."""
+
+    initial: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    items: dict[str, str] = field(default_factory=dict)
+    type: ClassVar[str] = "multiselect"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if bool(self.values) == bool(self.items):
+            raise ValueError(f"MultiSelect {self.id!r} needs either values or items (one of them)")
+        if self.values:
+            self.items = {value: value for value in self.values}
+        self._check_initial()
+
+    def _fields(self) -> dict[str, Any]:
+        return {"items": [{"label": label, "value": value} for label, value in self.items.items()]}

@@ -1,4 +1,4 @@
-"""A hooks-API app with a settings panel: one input of every kind, declared in on_chat_start.
+"""A hooks-API app with a settings panel: one input of every kind (but Checkbox), declared in on_chat_start.
 Its replies say the settings they were made with; on_settings_update keeps every dict it
 was given in the user session (``updates``, persisted with the thread) so tests can read it."""
 
@@ -17,6 +17,13 @@ INPUTS = [
     ),
     chat.NumberInput(id="max_words", label="Max words", initial=100, min=1, max=1000, step=1),
     chat.Tags(id="topics", label="Topics", initial=["news"], values=["news", "sport", "weather"]),
+    chat.MultiSelect(
+        id="days",
+        label="Days",
+        items={"Monday": "mon", "Tuesday": "tue"},
+        initial=["mon"],
+        description="When to write",
+    ),
 ]
 
 

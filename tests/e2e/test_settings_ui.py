@@ -84,6 +84,10 @@ async def test_change_every_input_confirm_the_reply_uses_it_and_a_reload_keeps_i
     await expect(persona).to_have_attribute("placeholder", "Who answers")
     await expect(max_words).to_have_value("100")
     assert await tags_shown(dialog) == ["news"]
+    days = dialog.get_by_role("group", name="Days")
+    await expect(days).to_have_accessible_description(re.compile("When to write"))
+    await expect(days.get_by_role("checkbox", name="Monday")).to_be_checked()
+    await expect(days.get_by_role("checkbox", name="Tuesday")).not_to_be_checked()
     await chat.shot("50-settings-panel")
 
     await model.select_option("large")
@@ -103,6 +107,7 @@ async def test_change_every_input_confirm_the_reply_uses_it_and_a_reload_keeps_i
     await dialog.get_by_role("button", name="Add", exact=True).click()
     assert await tags_shown(dialog) == ["sport", "weather"]
     await expect(dialog).to_be_visible()
+    await days.get_by_role("checkbox", name="Tuesday").check()
 
     # The server refuses 5000 (the input's max is 1000): said next to the control, nothing kept.
     await dialog.get_by_role("button", name="Confirm").click()
@@ -127,6 +132,7 @@ async def test_change_every_input_confirm_the_reply_uses_it_and_a_reload_keeps_i
         "persona": "terse pirate",
         "max_words": 20,
         "topics": ["sport", "weather"],
+        "days": ["mon", "tue"],
     }
 
     # A reload: the panel comes back with the saved values.
@@ -138,6 +144,7 @@ async def test_change_every_input_confirm_the_reply_uses_it_and_a_reload_keeps_i
     await expect(dialog.get_by_label("Persona")).to_have_value("terse pirate")
     await expect(dialog.get_by_label("Max words")).to_have_value("20")
     assert await tags_shown(dialog) == ["sport", "weather"]
+    await expect(dialog.get_by_role("checkbox", name="Tuesday")).to_be_checked()
     await chat.shot("52-settings-after-reload")
 
     # Cancel (and Escape) forget what was changed in the dialog.

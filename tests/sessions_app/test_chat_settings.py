@@ -86,6 +86,14 @@ def test_each_input_serialises_with_chainlits_fields() -> None:
         "max_tags": None,
         **COMMON,
     }
+    assert chat.MultiSelect(id="d", label="D", items={"Mon": "mon"}, initial=["mon"]).to_dict() == {
+        "type": "multiselect",
+        "id": "d",
+        "label": "D",
+        "initial": ["mon"],
+        "items": [{"label": "Mon", "value": "mon"}],
+        **COMMON,
+    }
 
 
 @pytest.mark.parametrize(
@@ -104,6 +112,8 @@ def test_each_input_serialises_with_chainlits_fields() -> None:
         lambda: chat.NumberInput(id="n", label="N", initial=5, max=4),
         lambda: chat.NumberInput(id="n", label="N", step=-1),
         lambda: chat.Tags(id="g", label="G", initial=["a", "a"]),
+        lambda: chat.MultiSelect(id="d", label="D"),
+        lambda: chat.MultiSelect(id="d", label="D", values=["a"], initial=["b"]),
         lambda: chat.Switch(id="", label="S"),
         lambda: chat.Switch(id="s", label=""),
     ],
@@ -134,6 +144,7 @@ DECLARED = [
     chat.NumberInput(id="k", label="K", initial=2, min=2, max=10, step=2).to_dict(),
     chat.Tags(id="tags", label="Tags", max_tags=2).to_dict(),
     chat.Switch(id="locked", label="Locked", initial=False, disabled=True).to_dict(),
+    chat.MultiSelect(id="days", label="Days", values=["mon", "tue"]).to_dict(),
 ]
 CURRENT = values_for(DECLARED, {})
 
@@ -154,6 +165,8 @@ CURRENT = values_for(DECLARED, {})
         {"tags": []},
         {"tags": ["a", "b"]},
         {"locked": False},  # a disabled input may be sent with the value it has
+        {"days": []},
+        {"days": ["tue", "mon"]},
         {"model": "large", "stream": False, "t": 0.1},
     ],
 )
@@ -187,6 +200,9 @@ def test_valid_changes_are_applied_over_the_current_values(change: dict[str, Any
         ({"tags": [["a"]]}, "tags"),
         ({"tags": {"a": 1}}, "tags"),
         ({"locked": True}, "locked"),
+        ({"days": ["sun"]}, "days"),
+        ({"days": ["mon", "mon"]}, "days"),
+        ({"days": "mon"}, "days"),
         ({"model": "large", "t": 7}, "t"),
     ],
 )

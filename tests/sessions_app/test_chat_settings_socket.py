@@ -24,6 +24,7 @@ INITIAL = {
     "persona": "helpful",
     "max_words": 100,
     "topics": ["news"],
+    "days": ["mon"],
 }
 READY = "Ready with model=small stream=True temperature=0.5 persona=helpful max_words=100 topics=news"
 
@@ -68,6 +69,7 @@ async def test_the_chat_settings_event_declares_every_input_with_chainlits_field
         "persona": "textinput",
         "max_words": "numberinput",
         "topics": "tags",
+        "days": "multiselect",
     }
     assert by_id["model"]["items"] == [
         {"label": "small", "value": "small"},
@@ -81,6 +83,11 @@ async def test_the_chat_settings_event_declares_every_input_with_chainlits_field
     )
     assert by_id["persona"]["placeholder"] == "Who answers"
     assert by_id["topics"]["values"] == ["news", "sport", "weather"]
+    assert by_id["days"]["items"] == [
+        {"label": "Monday", "value": "mon"},
+        {"label": "Tuesday", "value": "tue"},
+    ]
+    assert by_id["days"]["description"] == "When to write"
     assert all({"label", "description", "disabled"} <= spec.keys() for spec in payload)
     await client.wait_text(READY)
     await client.disconnect()
@@ -90,7 +97,7 @@ async def test_a_valid_change_reaches_on_settings_update_whole_is_persisted_and_
     settings_server: Any, make_user: Any
 ) -> None:
     client, thread_id = await started_thread(settings_server, make_user())
-    change = {"model": "large", "temperature": 0.8, "topics": ["sport", "weather"]}
+    change = {"model": "large", "temperature": 0.8, "topics": ["sport", "weather"], "days": ["tue", "mon"]}
     assert await client.call("chat_settings_change", change) is None
     expected = {**INITIAL, **change}
 
@@ -129,6 +136,9 @@ BAD_CHANGES = [
     ({"topics": [f"t{i}" for i in range(51)]}, "topics", "holds 51 tags; the limit is 50"),
     ({"topics": ["a", "a"]}, "topics", "must not hold the same tag twice"),
     ({"topics": ["y" * 201]}, "topics", "longer than 200 characters"),
+    ({"days": ["sun"]}, "days", "Days (days) may only hold ['mon', 'tue'], not ['sun']"),
+    ({"days": "mon"}, "days", "must be a list of strings"),
+    ({"days": ["mon", "mon"]}, "days", "must not hold the same choice twice"),
     # One bad value refuses the whole change: the valid model is not applied either.
     ({"model": "large", "temperature": 5}, "temperature", "must be at most 1"),
 ]

@@ -167,6 +167,33 @@ function makeControl(spec, controlId, describedBy) {
       editor.input.disabled = Boolean(spec.disabled);
       return { node: editor.node, control: editor.input, value: () => editor.value };
     }
+    case "multiselect": {
+      // A group of checkboxes; the field's label names the group (aria-labelledby).
+      const group = el("div", "settings-choices");
+      group.setAttribute("role", "group");
+      group.setAttribute("aria-labelledby", `${controlId}-label`);
+      group.setAttribute("aria-describedby", describedBy);
+      const chosen = new Set(spec.initial ?? []);
+      const boxes = (spec.items ?? []).map((item, index) => {
+        const row = el("div", "settings-check-row");
+        const box = el("input");
+        box.type = "checkbox";
+        box.id = index === 0 ? controlId : `${controlId}-${index}`;
+        box.value = item.value;
+        box.checked = chosen.has(item.value);
+        box.disabled = Boolean(spec.disabled);
+        const label = el("label", "", item.label);
+        label.htmlFor = box.id;
+        row.append(box, label);
+        group.append(row);
+        return box;
+      });
+      return {
+        node: group,
+        control: boxes[0] ?? group,
+        value: () => boxes.filter((box) => box.checked).map((box) => box.value),
+      };
+    }
     default:
       return null; // a kind this page does not draw: its value is left as it is
   }
@@ -265,8 +292,10 @@ export class ChatSettingsPanel {
         const controlId = `setting-${index}`;
         const field = el("div", `settings-field settings-field-${spec.type}`);
         field.dataset.settingId = spec.id;
-        const label = el("label", "settings-label", spec.label);
-        label.htmlFor = controlId;
+        // A group's name is its own element (a <label> names one control, not a group).
+        const label = el(spec.type === "multiselect" ? "span" : "label", "settings-label", spec.label);
+        label.id = `${controlId}-label`;
+        if (spec.type !== "multiselect") label.htmlFor = controlId;
         const description = el("p", "settings-description muted", spec.description ?? "");
         description.id = `${controlId}-description`;
         description.hidden = !spec.description;
