@@ -127,7 +127,9 @@ def validate_change(
 ) -> dict[str, Any]:
     """The values after ``change`` (``{id: value}``, some or all of the declared inputs), or
     ``InvalidSetting`` and nothing changed: unknown ids, wrong types, values outside what the
-    input offers, and changes to a disabled input are refused."""
+    input offers, and changes to a disabled input are refused. A value equal to the current
+    one is taken as it is (a declaration's values were checked when it was made, so it can
+    only be an initial ``None``: a select or number the user has not set)."""
     if not isinstance(change, dict):
         raise InvalidSetting("chat settings must be a JSON object of {input id: value}")
     by_id = {spec["id"]: spec for spec in declared}
@@ -137,6 +139,8 @@ def validate_change(
     values = dict(current)
     for key, value in change.items():
         spec = by_id[key]
+        if key in current and type(value) is type(current[key]) and value == current[key]:
+            continue  # unchanged (a client sends the whole form): a select with no choice yet
         checked = check_value(spec, value)
         if spec.get("disabled") and checked != current.get(key):
             raise InvalidSetting(f"{spec['label']} ({key}) cannot be changed", key)

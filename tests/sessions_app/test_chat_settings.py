@@ -212,6 +212,29 @@ def test_invalid_changes_are_refused_naming_the_input(change: dict[str, Any], se
     assert refused.value.setting == setting
 
 
+def test_an_unset_select_or_number_may_be_sent_back_unset_but_not_unset_again() -> None:
+    """A client sends the whole form: a select or number input with no initial value comes
+    back as null until the user sets it, and that is no change; null for a set one is refused."""
+    declared = [
+        chat.Select(id="model", label="Model", values=["a", "b"]).to_dict(),
+        chat.NumberInput(id="n", label="N").to_dict(),
+        chat.Switch(id="s", label="S").to_dict(),
+    ]
+    current = values_for(declared, {})
+    assert current == {"model": None, "n": None, "s": False}
+    assert validate_change(declared, current, {"model": None, "n": None, "s": True}) == {
+        "model": None,
+        "n": None,
+        "s": True,
+    }
+    chosen = validate_change(declared, current, {"model": "b", "n": 3})
+    for unset in ({"model": None}, {"n": None}):
+        with pytest.raises(InvalidSetting):
+            validate_change(declared, chosen, unset)
+    with pytest.raises(InvalidSetting):  # 0 == False, but a number is not a switch's value
+        validate_change(declared, current, {"s": 0})
+
+
 def test_a_change_must_be_an_object() -> None:
     changes: list[Any] = [None, [], "model=large", 3]
     for change in changes:

@@ -150,7 +150,11 @@ function makeControl(spec, controlId, describedBy) {
         node: number,
         control: number,
         value: () => (number.value.trim() === "" ? null : Number(number.value)),
-        check: () => (number.value.trim() === "" || Number.isNaN(Number(number.value)) ? gettext("Enter a number.") : ""),
+        // Empty is "not set", which only a number that was never set may stay.
+        check: () =>
+          (number.value.trim() === "" && spec.initial != null) || Number.isNaN(Number(number.value))
+            ? gettext("Enter a number.")
+            : "",
       };
     }
     case "textinput": {
