@@ -77,6 +77,7 @@ async def test_change_every_input_confirm_the_reply_uses_it_and_a_reload_keeps_i
     await expect(model).to_be_focused()  # the first control
     await expect(model).to_have_value("small")
     await expect(model).to_have_attribute("title", "Which model answers")
+    await expect(model).to_have_accessible_description("Which model answers")
     await expect(stream).to_be_checked()
     await expect(temperature).to_have_value("0.5")
     await expect(dialog.locator("output")).to_have_text("0.5")

@@ -306,14 +306,17 @@ export class ChatSettingsPanel {
         const error = el("p", "settings-error");
         error.id = `${controlId}-error`;
         error.hidden = true;
-        const made = makeControl(spec, controlId, `${description.id} ${error.id}`);
+        // The tooltip shows on hover (`title`); screen readers get it as part of the description.
+        const tooltip = el("span", "visually-hidden", spec.tooltip ?? "");
+        tooltip.id = `${controlId}-tooltip`;
+        const made = makeControl(spec, controlId, `${description.id} ${tooltip.id} ${error.id}`);
         if (!made) return field;
         this.controls.set(spec.id, { ...made, error });
         if (spec.type === "switch" || spec.type === "checkbox") {
-          field.append(el("div", "settings-check-row"), description, error);
+          field.append(el("div", "settings-check-row"), description, tooltip, error);
           field.firstChild.append(made.node, label);
         } else {
-          field.append(label, description, made.node, error);
+          field.append(label, description, tooltip, made.node, error);
         }
         return field;
       }),
