@@ -120,7 +120,7 @@ class ChatConsumer(SocketIOConsumer):
         try:
             answer = await handler(self.live, args[0] if args else None)
         except lifecycle.BadRequest as bad:
-            await self.emit_error(str(bad), event=event, ack_id=ack_id)
+            await self.emit_error(str(bad), event=event, ack_id=ack_id, details=bad.details)
             return
         live = self.live
         await self._follow_thread(live.thread_id if live and live.has_first_interaction else None)

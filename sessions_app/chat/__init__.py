@@ -5,6 +5,7 @@ async def reply(message: chat.Message) -> None:
     await chat.Message(content=f"You said {message.content}").send()
 """
 
+from sessions_app.chat.chat_settings import ChatSettings
 from sessions_app.chat.context import chat_context, current_session, user_session
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
@@ -19,14 +20,35 @@ from sessions_app.chat.hooks import (
     set_starters,
     use_engine_runtime,
 )
+from sessions_app.chat.input_widgets import (
+    Checkbox,
+    InputWidget,
+    MultiSelect,
+    NumberInput,
+    Select,
+    Slider,
+    Switch,
+    Tags,
+    TextInput,
+)
 from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
 
 __all__ = [
     "ChatProfile",
+    "ChatSettings",
+    "Checkbox",
     "Feedback",
+    "InputWidget",
     "Message",
+    "MultiSelect",
+    "NumberInput",
+    "Select",
+    "Slider",
     "Starter",
+    "Switch",
+    "Tags",
+    "TextInput",
     "chat_context",
     "current_session",
     "on_chat_end",

@@ -14,6 +14,7 @@ import { FeedbackControls } from "./feedback.js";
 import { gettext, interpolate } from "./i18n.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
+import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ChatStart } from "./starters.js";
 import { Transcript } from "./transcript.js";
@@ -101,6 +102,14 @@ const elements = new Map(); // step id -> its <li>
 const feedback = new FeedbackControls(dom.feedbackDialog, {
   threadId: () => state.threadId,
   onError: (text) => notify(text),
+});
+
+const chatSettings = new ChatSettingsPanel(dom.input, {
+  save: (values) =>
+    new Promise((resolve, reject) => {
+      if (!socket.connected) reject(new Error("not connected"));
+      else socket.timeout(10000).emit("chat_settings_change", values, (err, answer) => (err ? reject(err) : resolve(answer)));
+    }),
 });
 
 /** Draw a step into its element, with its feedback bar when it takes one. */
@@ -448,6 +457,7 @@ socket.on("resume_thread_error", (message) => {
   sidebar.setCurrent(null);
   setTitle("");
 });
+socket.on("chat_settings", (inputs) => chatSettings.show(inputs));
 socket.on("new_message", (step) => applySteps([step]));
 socket.on("update_message", (step) => applySteps([step]));
 socket.on("delete_message", removeStep);
@@ -467,7 +477,10 @@ socket.on("message_failed", (data) => {
   }
   setPending(data.messageId, { state: "failed", reason: data.reason ?? "" });
 });
-socket.on("error", (data) => notify(data?.message ?? gettext("Something went wrong.")));
+socket.on("error", (data) => {
+  if (data?.event === "chat_settings_change") return; // the settings panel shows it by its control
+  notify(data?.message ?? gettext("Something went wrong."));
+});
 
 // --- sending ------------------------------------------------------------------------------
 
@@ -573,6 +586,7 @@ async function switchProfile(name) {
   storage("remove", OFFSET_PREFIX + state.sessionId);
   state.sessionId = uuid4();
   state.transcript = new Transcript();
+  chatSettings.reset();
   elements.clear();
   dom.transcript.replaceChildren();
   setRunning(false);
@@ -665,7 +679,7 @@ dom.backdrop.addEventListener("click", () => setDrawer(false));
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
-  if (dom.feedbackDialog.open) return; // Escape closes the dialog, nothing else
+  if (dom.feedbackDialog.open || chatSettings.isOpen) return; // Escape closes the dialog, nothing else
   if (document.body.classList.contains("drawer-open")) {
     setDrawer(false);
     dom.sidebarToggle.focus();
