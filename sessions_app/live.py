@@ -20,8 +20,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from sessions_app import records
-from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
+from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session, turn_message
 from sessions_app.chat.message import Message
+from sessions_app.chat.step import Step
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
 from sessions_app.models import SocketSession
@@ -76,7 +77,8 @@ class LiveSession:
         # What ``persist`` last wrote: an unchanged user session is not written again.
         self._persisted: str | None = None
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
-        self._open_streams: dict[uuid.UUID, Message] = {}
+        # (and the steps it has open).
+        self._open_streams: dict[uuid.UUID, Message | Step] = {}
         stop_handlers.add(self.id, self._remote_stop)
 
     # --- what hooks read -----------------------------------------------------------------
@@ -119,8 +121,9 @@ class LiveSession:
 
     def load_context(self, steps: list[dict[str, Any]]) -> None:
         for step in steps:
-            if "message" in step["type"]:
-                self.chat_context.add(Message.from_step(step))
+            self.chat_context.add(
+                Message.from_step(step) if "message" in step["type"] else Step.from_dict(step)
+            )
         self._context_loaded = True
 
     def release_context(self) -> None:
@@ -132,7 +135,7 @@ class LiveSession:
 
     async def ensure_context(self) -> None:
         if not self._context_loaded:
-            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))
+            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id))
 
     def forget_thread_row(self) -> None:
         self._thread = None
@@ -148,8 +151,8 @@ class LiveSession:
     async def emit(self, event: str, data: Any) -> None:
         await emit_to_session(self.id, event, data)
 
-    async def save_message(self, message: Message) -> None:
-        """Write a message as a transcript step (or keep it until the thread exists)."""
+    async def save_message(self, message: Message | Step) -> None:
+        """Write a message or a step to the transcript (or keep it until the thread exists)."""
         self._open_streams.pop(message.id, None)
         message.thread_id = self.thread_id
         step = message.to_dict()
@@ -164,7 +167,7 @@ class LiveSession:
         written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
         return written.seq
 
-    def track_stream(self, message: Message) -> None:
+    def track_stream(self, message: Message | Step) -> None:
         """A hook started streaming ``message`` (its text so far is on the user's screen)."""
         self._open_streams[message.id] = message
 
@@ -206,6 +209,7 @@ class LiveSession:
         from sessions_app.chat.hooks import load_app  # the registry imports this package
 
         message = Message.from_step(step)
+        turn_message.set(message.id)  # the parent of the steps on_message opens
         self.chat_context.add(message)
         await self.emit("new_message", step)
         await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
@@ -220,7 +224,7 @@ class LiveSession:
             task.cancel()
         return [send for send, _task in waiting.values()]
 
-    async def delete_message(self, message: Message) -> None:
+    async def delete_message(self, message: Message | Step) -> None:
         self.chat_context.remove(message)
         await database_sync_to_async(thread_services.delete_step)(self.thread_id, message.id)
 

@@ -21,12 +21,14 @@ from sessions_app.chat.hooks import (
 )
 from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
+from sessions_app.chat.step import Step, step
 
 __all__ = [
     "ChatProfile",
     "Feedback",
     "Message",
     "Starter",
+    "Step",
     "chat_context",
     "current_session",
     "on_chat_end",
@@ -38,6 +40,7 @@ __all__ = [
     "on_stop",
     "set_chat_profiles",
     "set_starters",
+    "step",
     "use_engine_runtime",
     "user_session",
 ]
