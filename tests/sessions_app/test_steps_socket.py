@@ -44,6 +44,16 @@ async def one_turn(server: Any, user: Any, text: str = "rain") -> tuple[ChatClie
     return client, str(answer["threadId"])
 
 
+async def read_history(server: Any, token: str, thread_id: str, *, status: int) -> Any:
+    """``GET /api/threads/<id>/history/`` as the token's user; its steps when it is a 200."""
+    async with (
+        aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http,
+        http.get(f"{server.url}/api/threads/{thread_id}/history/") as response,
+    ):
+        assert response.status == status
+        return (await response.json())["results"] if status == 200 else None
+
+
 def by_name(steps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {s["name"]: s for s in steps if s["type"] not in ("user_message", "assistant_message")}
 
@@ -121,11 +131,7 @@ async def test_the_history_api_and_resume_thread_carry_the_steps_and_the_context
     live = {d["id"]: d for n, d in client.events if n == "update_message"}
     await client.disconnect()
 
-    token = await api_token(user)
-    async with aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http:
-        async with http.get(f"{steps_server.url}/api/threads/{thread_id}/history/") as response:
-            assert response.status == 200
-            history = (await response.json())["results"]
+    history = await read_history(steps_server, await api_token(user), thread_id, status=200)
     steps = by_name(history)
     assert set(steps) == {"search", "fetch", "calculator"}
     for name, step in steps.items():
@@ -145,10 +151,7 @@ async def test_the_history_api_and_resume_thread_carry_the_steps_and_the_context
     assert steps["fetch"]["parentId"] == steps["search"]["id"]
 
     # Another user reading it: 404, nothing about the steps.
-    stranger = await api_token(make_user())
-    async with aiohttp.ClientSession(headers={"Authorization": f"Token {stranger}"}) as http:
-        async with http.get(f"{steps_server.url}/api/threads/{thread_id}/history/") as response:
-            assert response.status == 404
+    await read_history(steps_server, await api_token(make_user()), thread_id, status=404)
 
     resumed = ChatClient(steps_server.url, client.cookie)
     await resumed.start(thread_id=thread_id)
