@@ -54,13 +54,13 @@ class ChatContext:
     """
 
     def __init__(self) -> None:
-        self._messages: dict[uuid.UUID, "Entry"] = {}
+        self._messages: dict[uuid.UUID, Entry] = {}
         self._order: dict[uuid.UUID, int] = {}
         self._counter = 0
         # The sorted list, kept between reads: a hook that reads the context every turn would
         # otherwise sort the whole conversation every turn. A new message that sorts last (the
         # usual case) is appended to it; anything else sorts again on the next read.
-        self._sorted: list["Entry"] | None = []
+        self._sorted: list[Entry] | None = []
 
     def _key(self, message: "Entry") -> tuple[float, int]:
         return (message.seq if message.seq is not None else float("inf"), self._order[message.id])

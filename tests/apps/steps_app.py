@@ -3,6 +3,7 @@ inside it, then a step that fails (caught by the app), then the reply. ``on_chat
 reports what the rebuilt chat context holds, so a test can see it."""
 
 import asyncio
+import contextlib
 from typing import Any
 
 from sessions_app import chat
@@ -29,10 +30,8 @@ async def divide(a: int, b: int) -> float:
 @chat.on_message
 async def answer(message: chat.Message) -> None:
     found = await search(message.content)
-    try:
+    with contextlib.suppress(ZeroDivisionError):  # the step shows the error; the turn goes on
         await divide(1, 0)
-    except ZeroDivisionError:
-        pass
     await chat.Message(f"found {found['hits']} for {message.content}").send()
 
 
