@@ -4,12 +4,14 @@ reports what the rebuilt chat context holds, so a test can see it."""
 
 import asyncio
 import contextlib
+import os
 from typing import Any
 
 from sessions_app import chat
 
-# How long each streamed token waits: long enough for a browser to see a step running.
-TOKEN_PAUSE = 0.02
+# How long each streamed token waits (``STEPS_APP_PAUSE`` seconds): a browser test slows it
+# down to see a step running.
+TOKEN_PAUSE = float(os.environ.get("STEPS_APP_PAUSE", "0.02"))
 
 
 @chat.step(type="tool")
