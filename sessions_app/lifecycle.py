@@ -276,7 +276,9 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     history = live.chat_context.get()
     # The client may name the message by the id it chose or by its step's id (the key).
     ids = {message_id, AcceptedMessage.key(live.thread_id, message_id)}
-    target = next((m for m in history if m.id in ids and m.type == "user_message"), None)
+    target = next(
+        (m for m in history if isinstance(m, Message) and m.id in ids and m.type == "user_message"), None
+    )
     if target is None:
         raise BadRequest("no user message with this id in the session")
     token = live.activate()

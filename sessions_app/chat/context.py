@@ -2,7 +2,7 @@
 
 import uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from sessions_app.chat.message import Message
@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from sessions_app.live import LiveSession
 
     # What the chat context holds: the messages and the steps of the conversation.
-    Entry = Message | Step
+    Entry: TypeAlias = Message | Step
 
 current_session: ContextVar["LiveSession | None"] = ContextVar("tether_current_session", default=None)
 

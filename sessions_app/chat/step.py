@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from sessions_app.chat.context import require_session, turn_message
 from threads_app.wire import iso, parse_iso
@@ -249,7 +249,8 @@ class Step:
 
     def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         """``@chat.Step(name=..., type=...)`` used as a decorator."""
-        return step(func, name=self.name, type=self.type, show_input=self.show_input)  # type: ignore[arg-type]
+        kind = cast(StepType, self.type)  # checked when the step was made
+        return step(name=self.name, type=kind, show_input=self.show_input, metadata=self.metadata)(func)
 
 
 @overload

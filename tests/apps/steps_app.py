@@ -31,6 +31,10 @@ async def divide(a: int, b: int) -> float:
 
 @chat.on_message
 async def answer(message: chat.Message) -> None:
+    if message.content == "wait":  # a step that runs until the user stops it
+        async with chat.Step(name="sleeper", type="tool") as sleeper:
+            await sleeper.stream_token("started")
+            await asyncio.sleep(60)
     found = await search(message.content)
     with contextlib.suppress(ZeroDivisionError):  # the step shows the error; the turn goes on
         await divide(1, 0)

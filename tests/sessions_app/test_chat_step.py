@@ -46,7 +46,7 @@ class RecordingSession:
         self.chat_context.remove(entry)
         self.deleted.append(entry.id)
 
-    def names(self) -> list[tuple[str, str]]:
+    def names(self) -> list[tuple[str, Any]]:
         return [(event, data.get("name") or data.get("token")) for event, data in self.events]
 
 
@@ -127,7 +127,8 @@ async def test_an_exception_marks_the_step_as_an_error_records_it_and_propagates
 async def test_the_decorator_takes_the_arguments_as_input_and_the_result_as_output(session):
     @chat.step(type="tool")
     async def add(a: int, b: int = 2) -> dict[str, int]:
-        assert current_step() is not None and current_step().name == "add"
+        running = current_step()
+        assert running is not None and running.name == "add"
         return {"sum": a + b}
 
     assert await add(1) == {"sum": 3}
@@ -171,11 +172,12 @@ async def test_a_step_instance_decorates_too(session):
 def test_bad_types_and_sync_functions_are_refused_clearly():
     with pytest.raises(ValueError, match="not one of"):
         chat.Step(name="x", type="tooling")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="async function"):
 
-        @chat.step
-        def sync() -> None:  # type: ignore[type-var]
-            pass
+    def sync() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="async function"):
+        chat.step(sync)  # type: ignore[arg-type]
 
 
 async def test_streaming_pushes_tokens_without_writing_and_the_end_writes_once(session):

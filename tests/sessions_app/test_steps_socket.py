@@ -165,3 +165,19 @@ async def test_the_history_api_and_resume_thread_carry_the_steps_and_the_context
     assert again["calculator"]["isError"] is True and again["search"]["input"] == steps["search"]["input"]
     assert again["search"]["end"] == steps["search"]["end"]
     await resumed.disconnect()
+
+
+async def test_a_stop_keeps_the_open_step_as_far_as_it_got_marked_stopped(steps_server, make_user):
+    client = await signed_in(steps_server, make_user())
+    await client.start()
+    await client.wait_event("task_end")
+    thread_id = str((await client.send("wait"))["threadId"])
+    await client.wait_event("stream_start")
+    await client.emit("stop")
+    await client.wait_event("task_end", count=2)
+    [kept] = [d for n, d in client.events if n == "update_message" and d["name"] == "sleeper"]
+    assert kept["output"] == "started" and kept["metadata"]["interrupted"] is True
+    assert kept["end"] is not None and kept["streaming"] is False and kept["isError"] is False
+    [row] = [row for row in await rows(thread_id) if row.name == "sleeper"]
+    assert row.output == "started" and row.metadata["interrupted"] is True and row.end is not None
+    await client.disconnect()
