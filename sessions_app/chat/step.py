@@ -124,7 +124,7 @@ class Step:
         kind = step.get("type") or "undefined"
         made = cls(
             step.get("name") or "",
-            kind if kind in STEP_TYPES else "undefined",
+            cast(StepType, kind if kind in STEP_TYPES else "undefined"),
             id=step["id"],
             parent_id=step.get("parentId"),
             metadata=step.get("metadata") or {},
