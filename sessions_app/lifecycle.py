@@ -31,7 +31,7 @@ from sessions_app import app_settings, hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
-from sessions_app.live import LiveSession, live_sessions
+from sessions_app.live import LiveSession, entry_of, live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
@@ -225,7 +225,7 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
     live.has_first_interaction = True
     if won:
         for step in await database_sync_to_async(records.take_deferred_steps)(live.id):
-            await live.save_message(Message.from_step(step))
+            await live.save_message(entry_of(step))
         await live.emit("first_interaction", {"interaction": text, "thread_id": str(live.thread_id)})
 
 

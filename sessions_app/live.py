@@ -39,6 +39,12 @@ from threads_app.wire import step_fields
 logger = logging.getLogger(__name__)
 
 
+def entry_of(step: dict[str, Any]) -> Message | Step:
+    """A StepDict as the app sees it: a ``chat.Message`` or, for the work of a turn (a tool
+    call...), a ``chat.Step``."""
+    return Message.from_step(step) if "message" in (step.get("type") or "") else Step.from_dict(step)
+
+
 class LiveSession:
     def __init__(self, record: SocketSession, user: User) -> None:
         self.id: uuid.UUID = record.id
@@ -121,9 +127,7 @@ class LiveSession:
 
     def load_context(self, steps: list[dict[str, Any]]) -> None:
         for step in steps:
-            self.chat_context.add(
-                Message.from_step(step) if "message" in step["type"] else Step.from_dict(step)
-            )
+            self.chat_context.add(entry_of(step))
         self._context_loaded = True
 
     def release_context(self) -> None:

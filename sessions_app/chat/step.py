@@ -223,9 +223,9 @@ class Step:
         stack = _open_steps.get()
         if self.parent_id is None:
             self.parent_id = stack[-1].id if stack else turn_message.get()
-        _open_steps.set((*stack, self))
         self.start = datetime.now(UTC)
-        await self.send()
+        await self.send()  # if this fails, the block never ran: the step is not left open
+        _open_steps.set((*_open_steps.get(), self))
         # Open until it ends: if the hook is stopped or fails past this block, the session
         # keeps what the step got (``LiveSession._keep_open_streams``).
         require_session().track_stream(self)

@@ -41,6 +41,15 @@ async def answer(message: chat.Message) -> None:
     await chat.Message(f"found {found['hits']} for {message.content}").send()
 
 
+if os.environ.get("STEPS_APP_WARMUP"):  # a step before the thread exists (kept until it does)
+
+    @chat.on_chat_start
+    async def start() -> None:
+        async with chat.Step(name="warm-up", type="run") as warm_up:
+            warm_up.input = {"ready": True}
+            warm_up.output = "warm"
+
+
 @chat.on_chat_resume
 async def resume(thread: dict[str, Any]) -> None:
     entries = chat.chat_context.get()

@@ -38,10 +38,16 @@ async def one_turn(server: Any, user: Any, text: str = "rain") -> tuple[ChatClie
     client = await signed_in(server, user)
     await client.start()
     await client.wait_event("task_end")
+    return client, await one_turn_on(client, text)
+
+
+async def one_turn_on(client: ChatClient, text: str) -> str:
+    """Send ``text`` and wait for the turn to end; returns the thread."""
+    ended = len(client.named("task_end"))
     answer = await client.send(text)
     await client.wait_text(f"found 3 for {text}")
-    await client.wait_event("task_end", count=2)
-    return client, str(answer["threadId"])
+    await client.wait_event("task_end", count=ended + 1)
+    return str(answer["threadId"])
 
 
 async def read_history(server: Any, token: str, thread_id: str, *, status: int) -> Any:
@@ -180,4 +186,26 @@ async def test_a_stop_keeps_the_open_step_as_far_as_it_got_marked_stopped(steps_
     assert kept["end"] is not None and kept["streaming"] is False and kept["isError"] is False
     [row] = [row for row in await rows(thread_id) if row.name == "sleeper"]
     assert row.output == "started" and row.metadata["interrupted"] is True and row.end is not None
+    await client.disconnect()
+
+
+@pytest.fixture(scope="module")
+def warm_up_server(server_factory):
+    """The same app, with a step in ``on_chat_start``."""
+    return server_factory.start(CHAT_APP="tests.apps.steps_app", STEPS_APP_WARMUP="1")
+
+
+async def test_a_step_sent_before_the_thread_exists_is_written_whole_with_the_first_message(
+    warm_up_server, make_user
+):
+    client = await signed_in(warm_up_server, make_user())
+    await client.start()
+    await client.wait_event("task_end", count=2)  # connected, then on_chat_start ran
+    [opened] = [d for n, d in client.events if n == "new_message" and d["name"] == "warm-up"]
+    assert opened["parentId"] is None and opened["end"] is None
+    assert opened["seq"] is None  # the thread does not exist yet: the step waits for it
+    thread_id = await one_turn_on(client, "snow")
+    [row] = [row for row in await rows(thread_id) if row.name == "warm-up"]
+    assert row.type == "run" and row.input == '{\n  "ready": true\n}' and row.output == "warm"
+    assert row.start and row.end and row.metadata["showInput"] == "json"
     await client.disconnect()
