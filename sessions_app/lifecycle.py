@@ -293,7 +293,7 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         live.deactivate(token)
     hooks = load_app()
     if hooks.on_message is not None:
-        live.run_hook(hooks.on_message, target)
+        live.run_hook(live.answer_again, hooks.on_message, target)
     return {"threadId": str(live.thread_id), "messageId": str(message_id)}
 
 

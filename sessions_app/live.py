@@ -221,6 +221,11 @@ class LiveSession:
         if on_message is not None:
             await on_message(message)
 
+    async def answer_again(self, on_message: Callable[[Message], Awaitable[Any]], message: Message) -> None:
+        """``on_message`` for an edited message: the steps it opens nest under it, as a send's."""
+        turn_message.set(message.id)
+        await on_message(message)
+
     def drop_waiting(self) -> list[AcceptedMessage]:
         """Cancel the sends waiting for their turn (a stop); returns them."""
         waiting, self._waiting = self._waiting, {}

@@ -209,3 +209,20 @@ async def test_a_step_sent_before_the_thread_exists_is_written_whole_with_the_fi
     assert row.type == "run" and row.input == '{\n  "ready": true\n}' and row.output == "warm"
     assert row.start and row.end and row.metadata["showInput"] == "json"
     await client.disconnect()
+
+
+async def test_an_edited_message_drops_the_old_steps_and_its_new_ones_nest_under_it(steps_server, make_user):
+    client, thread_id = await one_turn(steps_server, make_user())
+    [question] = [d for n, d in client.events if n == "new_message" and d["type"] == "user_message"]
+    old = {d["id"] for n, d in client.events if n == "new_message" and d["type"] == "tool"}
+    client.events.clear()
+    await client.call("edit_message", {"message": {"id": question["id"], "output": "hail"}})
+    await client.wait_text("found 3 for hail")
+    assert old <= {d["id"] for d in client.named("delete_message")}
+    [search] = [d for n, d in client.events if n == "new_message" and d["name"] == "search"]
+    assert search["parentId"] == question["id"] and '"query": "hail"' in search["input"]
+    names = [
+        row.name for row in await rows(thread_id) if row.type not in ("user_message", "assistant_message")
+    ]
+    assert names == ["search", "fetch", "calculator"]  # the old turn's steps are gone
+    await client.disconnect()
