@@ -31,7 +31,7 @@ from sessions_app import app_settings, chat_settings, hook_sends, inputs, limits
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
-from sessions_app.live import LiveSession, live_sessions
+from sessions_app.live import LiveSession, entry_of, live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
@@ -241,7 +241,7 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
     live.has_first_interaction = True
     if won:
         for step in await database_sync_to_async(records.take_deferred_steps)(live.id):
-            await live.save_message(Message.from_step(step))
+            await live.save_message(entry_of(step))
         await live.emit("first_interaction", {"interaction": text, "thread_id": str(live.thread_id)})
 
 
@@ -292,7 +292,9 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     history = live.chat_context.get()
     # The client may name the message by the id it chose or by its step's id (the key).
     ids = {message_id, AcceptedMessage.key(live.thread_id, message_id)}
-    target = next((m for m in history if m.id in ids and m.type == "user_message"), None)
+    target = next(
+        (m for m in history if isinstance(m, Message) and m.id in ids and m.type == "user_message"), None
+    )
     if target is None:
         raise BadRequest("no user message with this id in the session")
     token = live.activate()
@@ -307,7 +309,7 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         live.deactivate(token)
     hooks = load_app()
     if hooks.on_message is not None:
-        live.run_hook(hooks.on_message, target)
+        live.run_hook(live.answer_again, hooks.on_message, target)
     return {"threadId": str(live.thread_id), "messageId": str(message_id)}
 
 

@@ -20,8 +20,9 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from sessions_app import records
-from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
+from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session, turn_message
 from sessions_app.chat.message import Message
+from sessions_app.chat.step import Step
 from sessions_app.chat_settings import declared_inputs
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
@@ -37,6 +38,12 @@ from threads_app.selectors import step_dicts
 from threads_app.wire import step_fields
 
 logger = logging.getLogger(__name__)
+
+
+def entry_of(step: dict[str, Any]) -> Message | Step:
+    """A StepDict as the app sees it: a ``chat.Message`` or, for the work of a turn (a tool
+    call...), a ``chat.Step``."""
+    return Message.from_step(step) if "message" in (step.get("type") or "") else Step.from_dict(step)
 
 
 class LiveSession:
@@ -79,7 +86,8 @@ class LiveSession:
         # What ``persist`` last wrote: an unchanged user session is not written again.
         self._persisted: str | None = None
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
-        self._open_streams: dict[uuid.UUID, Message] = {}
+        # (and the steps it has open).
+        self._open_streams: dict[uuid.UUID, Message | Step] = {}
         stop_handlers.add(self.id, self._remote_stop)
 
     # --- what hooks read -----------------------------------------------------------------
@@ -127,8 +135,7 @@ class LiveSession:
 
     def load_context(self, steps: list[dict[str, Any]]) -> None:
         for step in steps:
-            if "message" in step["type"]:
-                self.chat_context.add(Message.from_step(step))
+            self.chat_context.add(entry_of(step))
         self._context_loaded = True
 
     def release_context(self) -> None:
@@ -140,7 +147,7 @@ class LiveSession:
 
     async def ensure_context(self) -> None:
         if not self._context_loaded:
-            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id, messages_only=True))
+            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id))
 
     def forget_thread_row(self) -> None:
         self._thread = None
@@ -156,8 +163,8 @@ class LiveSession:
     async def emit(self, event: str, data: Any) -> None:
         await emit_to_session(self.id, event, data)
 
-    async def save_message(self, message: Message) -> None:
-        """Write a message as a transcript step (or keep it until the thread exists)."""
+    async def save_message(self, message: Message | Step) -> None:
+        """Write a message or a step to the transcript (or keep it until the thread exists)."""
         self._open_streams.pop(message.id, None)
         message.thread_id = self.thread_id
         step = message.to_dict()
@@ -172,7 +179,7 @@ class LiveSession:
         written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
         return written.seq
 
-    def track_stream(self, message: Message) -> None:
+    def track_stream(self, message: Message | Step) -> None:
         """A hook started streaming ``message`` (its text so far is on the user's screen)."""
         self._open_streams[message.id] = message
 
@@ -214,12 +221,18 @@ class LiveSession:
         from sessions_app.chat.hooks import load_app  # the registry imports this package
 
         message = Message.from_step(step)
+        turn_message.set(message.id)  # the parent of the steps on_message opens
         self.chat_context.add(message)
         await self.emit("new_message", step)
         await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
         on_message = load_app().on_message
         if on_message is not None:
             await on_message(message)
+
+    async def answer_again(self, on_message: Callable[[Message], Awaitable[Any]], message: Message) -> None:
+        """``on_message`` for an edited message: the steps it opens nest under it, as a send's."""
+        turn_message.set(message.id)
+        await on_message(message)
 
     def drop_waiting(self) -> list[AcceptedMessage]:
         """Cancel the sends waiting for their turn (a stop); returns them."""
@@ -228,7 +241,7 @@ class LiveSession:
             task.cancel()
         return [send for send, _task in waiting.values()]
 
-    async def delete_message(self, message: Message) -> None:
+    async def delete_message(self, message: Message | Step) -> None:
         self.chat_context.remove(message)
         await database_sync_to_async(thread_services.delete_step)(self.thread_id, message.id)
 

@@ -23,14 +23,27 @@ class _StepCount(TypedDict):
     step_total: int
 
 
+def _duration(step: Step) -> str:
+    """How long a step ran (``running`` while it has no end)."""
+    if step.start is None:
+        return "-"
+    if step.end is None:
+        return "running"
+    return f"{(step.end - step.start).total_seconds():.3f} s"
+
+
 class StepInline(admin.TabularInline):
     model = Step
-    fields = ("seq", "type", "name", "output", "is_error", "created_at")
+    fields = ("seq", "type", "name", "parent_id", "input", "output", "is_error", "start", "duration")
     readonly_fields = fields
     ordering = ("seq",)
     extra = 0
     can_delete = False
     show_change_link = True
+
+    @admin.display(description="duration")
+    def duration(self, step: Step) -> str:
+        return _duration(step)
 
 
 @admin.register(Thread)
@@ -86,10 +99,34 @@ class ThreadAdmin(admin.ModelAdmin):
 
 @admin.register(Step)
 class StepAdmin(admin.ModelAdmin):
-    list_display = ("id", "thread", "seq", "type", "name", "created_at")
+    """Every transcript entry; the steps of a turn (tool calls...) show their parent, input,
+    output, timing and whether they failed."""
+
+    list_display = ("id", "thread", "seq", "type", "name", "parent_id", "is_error", "start", "duration")
     list_filter = ("type", "is_error")
-    search_fields = ("id", "output", "thread__id")
-    readonly_fields = ("id", "thread", "seq", "parent_id", "created_at", "start", "end")
+    search_fields = ("id", "name", "input", "output", "thread__id", "parent_id")
+    readonly_fields = ("id", "thread", "seq", "parent_id", "created_at", "start", "end", "duration")
+    fields = (
+        "id",
+        "thread",
+        "seq",
+        "type",
+        "name",
+        "parent_id",
+        "input",
+        "output",
+        "content",
+        "metadata",
+        "is_error",
+        "created_at",
+        "start",
+        "end",
+        "duration",
+    )
+
+    @admin.display(description="duration")
+    def duration(self, step: Step) -> str:
+        return _duration(step)
 
 
 @admin.register(AcceptedMessage)

@@ -94,6 +94,8 @@ class Step(models.Model):
     type = models.CharField(max_length=32, choices=StepType.choices)
     name = models.CharField(max_length=255, blank=True, default="")
     parent_id = models.UUIDField(null=True, blank=True)
+    # What a step (a tool call, a retrieval...) was given; messages leave it empty.
+    input = models.TextField(blank=True, default="")
     output = models.TextField(blank=True, default="")
     content = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)

@@ -84,6 +84,7 @@ class StepSerializer(serializers.Serializer[Any]):
     seq = serializers.IntegerField(read_only=True, help_text="Position in the thread's transcript.")
     type = serializers.CharField(read_only=True, help_text=f"One of {', '.join(StepType.values)}.")
     name = serializers.CharField(read_only=True)
+    input = serializers.CharField(read_only=True, help_text="What a step was given (empty for messages).")
     output = serializers.CharField(read_only=True)
     content = serializers.JSONField(read_only=True, help_text="Content blocks (may hold images).")
     metadata = serializers.JSONField(read_only=True)
@@ -91,7 +92,13 @@ class StepSerializer(serializers.Serializer[Any]):
     streaming = serializers.BooleanField(read_only=True)
     createdAt = serializers.DateTimeField(read_only=True)
     start = serializers.DateTimeField(read_only=True, allow_null=True)
-    end = serializers.DateTimeField(read_only=True, allow_null=True)
+    end = serializers.DateTimeField(read_only=True, allow_null=True, help_text="Null while a step runs.")
+    showInput = serializers.JSONField(
+        read_only=True, help_text='Whether the UI shows the input: false, true or a language ("json").'
+    )
+    language = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The language of the output, for highlighting."
+    )
     # Not read-only, so the schema does not mark it required: only rated steps carry it.
     feedback = FeedbackSerializer(
         required=False, help_text="The reading user's feedback; absent when they gave none."

@@ -17,6 +17,7 @@ STEP_FIELDS = (
     "type",
     "name",
     "parent_id",
+    "input",
     "output",
     "content",
     "metadata",
@@ -34,8 +35,15 @@ def iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z")
 
 
+# How a step's input and output are shown (Chainlit's ``showInput`` and ``language``) have no
+# columns: they are kept in the step's metadata under these keys and lifted out on the wire.
+SHOW_INPUT_KEY = "showInput"
+LANGUAGE_KEY = "language"
+
+
 def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
     """Turn a ``Step.objects.values(*STEP_FIELDS)`` row into a StepDict."""
+    metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
     return {
         "id": str(row["id"]),
         "threadId": str(row["thread_id"]),
@@ -43,6 +51,7 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
         "seq": row["seq"],
         "type": row["type"],
         "name": row["name"],
+        "input": row.get("input") or "",
         "output": row["output"],
         "content": row["content"],
         "metadata": row["metadata"],
@@ -51,6 +60,8 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
         "createdAt": iso(row["created_at"]),
         "start": iso(row["start"]),
         "end": iso(row["end"]),
+        "showInput": metadata.get(SHOW_INPUT_KEY, False),
+        "language": metadata.get(LANGUAGE_KEY),
     }
 
 
@@ -98,13 +109,18 @@ def parse_iso(value: str | None) -> datetime | None:
 
 def step_fields(step: dict[str, Any]) -> dict[str, Any]:
     """The ``Step`` model fields of a StepDict (the inverse of ``step_row_to_dict``)."""
+    metadata = dict(step.get("metadata") or {})
+    for key in (SHOW_INPUT_KEY, LANGUAGE_KEY):
+        if step.get(key):
+            metadata[key] = step[key]
     return {
         "type": step.get("type") or "undefined",
         "name": (step.get("name") or "")[:255],
         "parent_id": step.get("parentId") or None,
+        "input": step.get("input") or "",
         "output": step.get("output") or "",
         "content": step.get("content") or [],
-        "metadata": step.get("metadata") or {},
+        "metadata": metadata,
         "is_error": bool(step.get("isError")),
         "created_at": parse_iso(step.get("createdAt")),
         "start": parse_iso(step.get("start")),

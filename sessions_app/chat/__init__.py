@@ -33,6 +33,7 @@ from sessions_app.chat.input_widgets import (
 )
 from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
+from sessions_app.chat.step import Step, step
 
 __all__ = [
     "ChatProfile",
@@ -46,6 +47,7 @@ __all__ = [
     "Select",
     "Slider",
     "Starter",
+    "Step",
     "Switch",
     "Tags",
     "TextInput",
@@ -60,6 +62,7 @@ __all__ = [
     "on_stop",
     "set_chat_profiles",
     "set_starters",
+    "step",
     "use_engine_runtime",
     "user_session",
 ]

@@ -2,13 +2,20 @@
 
 import uuid
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from sessions_app.chat.message import Message
+    from sessions_app.chat.step import Step
     from sessions_app.live import LiveSession
 
+    # What the chat context holds: the messages and the steps of the conversation.
+    Entry: TypeAlias = Message | Step
+
 current_session: ContextVar["LiveSession | None"] = ContextVar("tether_current_session", default=None)
+
+# The user message the running hook answers: the parent of the steps it opens at top level.
+turn_message: ContextVar[uuid.UUID | None] = ContextVar("tether_turn_message", default=None)
 
 
 def require_session() -> "LiveSession":
@@ -40,7 +47,8 @@ class UserSessionAccessor:
 
 
 class ChatContext:
-    """A session's conversation, in transcript order and deduplicated by step id.
+    """A session's conversation (messages and steps), in transcript order and deduplicated by
+    step id.
 
     Messages with a transcript ``seq`` sort by it; messages not yet written sort after
     them in the order they were added. Adding the same id again replaces the entry, so
@@ -48,18 +56,18 @@ class ChatContext:
     """
 
     def __init__(self) -> None:
-        self._messages: dict[uuid.UUID, Message] = {}
+        self._messages: dict[uuid.UUID, Entry] = {}
         self._order: dict[uuid.UUID, int] = {}
         self._counter = 0
         # The sorted list, kept between reads: a hook that reads the context every turn would
         # otherwise sort the whole conversation every turn. A new message that sorts last (the
         # usual case) is appended to it; anything else sorts again on the next read.
-        self._sorted: list[Message] | None = []
+        self._sorted: list[Entry] | None = []
 
-    def _key(self, message: "Message") -> tuple[float, int]:
+    def _key(self, message: "Entry") -> tuple[float, int]:
         return (message.seq if message.seq is not None else float("inf"), self._order[message.id])
 
-    def add(self, message: "Message") -> None:
+    def add(self, message: "Entry") -> None:
         new = message.id not in self._order
         if new:
             self._order[message.id] = self._counter
@@ -71,12 +79,12 @@ class ChatContext:
             else:
                 self._sorted = None
 
-    def remove(self, message: "Message") -> bool:
+    def remove(self, message: "Entry") -> bool:
         self._order.pop(message.id, None)
         self._sorted = None
         return self._messages.pop(message.id, None) is not None
 
-    def get(self) -> list["Message"]:
+    def get(self) -> list["Entry"]:
         if self._sorted is None:
             self._sorted = sorted(self._messages.values(), key=self._key)
         return list(self._sorted)
@@ -93,15 +101,20 @@ class ChatContext:
 class ChatContextAccessor:
     """``chat.chat_context``: the current session's ChatContext."""
 
-    def get(self) -> list["Message"]:
+    def get(self) -> list["Entry"]:
         return require_session().chat_context.get()
 
     def __len__(self) -> int:
         return len(require_session().chat_context)
 
     def to_openai(self) -> list[dict[str, str]]:
+        """The messages as OpenAI chat messages; steps (tool calls and the like) are left out."""
         roles = {"user_message": "user", "assistant_message": "assistant"}
-        return [{"role": roles.get(m.type, "system"), "content": m.content} for m in self.get()]
+        return [
+            {"role": roles.get(m.type, "system"), "content": m.content}
+            for m in self.get()
+            if "message" in m.type
+        ]
 
 
 user_session = UserSessionAccessor()

@@ -6,6 +6,7 @@ from the thread and the engine's id with uuid5: the same engine message written 
 step.
 """
 
+import json
 import uuid
 from typing import Any
 
@@ -15,7 +16,7 @@ from sessions_app.database import database_sync_to_async
 from sessions_app.runtime.engines.base import UserTurn
 from threads_app import selectors, services
 from threads_app.services import upsert_step
-from threads_app.wire import step_to_dict
+from threads_app.wire import SHOW_INPUT_KEY, step_to_dict
 
 STEP_NAMESPACE = uuid.UUID("6f1c2a4e-7d0b-4a53-9a5e-3f1f8f6f0c11")
 
@@ -58,19 +59,23 @@ def write_engine_step(
     content: list[dict[str, Any]] | None = None,
     is_error: bool = False,
     metadata: dict[str, Any] | None = None,
+    input: str = "",
+    running: bool = False,
 ) -> dict[str, Any]:
+    """An engine's step; a ``running`` one (a tool call) has no end until it finishes."""
     now = timezone.now()
     step = upsert_step(
         thread_id,
         engine_step_id(thread_id, engine_id),
         type=type,
         name=name,
+        input=input,
         output=output,
         content=content or [],
         is_error=is_error,
         metadata=metadata or {},
         start=now,
-        end=now,
+        end=None if running else now,
     )
     return step_to_dict(step)
 
@@ -85,9 +90,17 @@ async def write_assistant_text(thread_id: uuid.UUID, message_id: str, text: str)
 async def write_tool_call(
     thread_id: uuid.UUID, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> dict[str, Any]:
-    """A tool call; its output lands later through ``finish_tool_step``."""
+    """A tool call, running: its output and end land later through ``finish_tool_step``. Its
+    input is kept as JSON text, shown as JSON, like the input of an app's ``chat.Step``."""
     return await write_engine_step(
-        thread_id, tool_use_id, type="tool", name=name, output="", metadata={"input": tool_input}
+        thread_id,
+        tool_use_id,
+        type="tool",
+        name=name,
+        output="",
+        input=json.dumps(tool_input, indent=2, ensure_ascii=False, default=str),
+        metadata={SHOW_INPUT_KEY: "json"},
+        running=True,
     )
 
 

@@ -18,6 +18,7 @@ from sessions_app.chat.context import (
     user_session,
 )
 from sessions_app.chat.message import Message
+from sessions_app.chat.step import Step
 from sessions_app.live import LiveSession
 from sessions_app.turns import stop_handlers
 from threads_app.models import Thread
@@ -337,10 +338,10 @@ def test_load_context_twice_gives_the_same_list(user, make_live):
     assert len(live.chat_context) == 3
 
 
-def test_load_context_skips_non_message_steps_and_merges_with_live_messages(user, make_live):
+def test_load_context_takes_steps_too_and_merges_with_live_messages(user, make_live):
     thread, _ = ensure_thread(user, uuid.uuid4(), name="history")
     upsert_step(thread.pk, uuid.uuid4(), type="user_message", output="q")
-    upsert_step(thread.pk, uuid.uuid4(), type="tool", output="tool call")
+    tool = upsert_step(thread.pk, uuid.uuid4(), type="tool", name="calc", input="2+2", output="4")
     answer = upsert_step(thread.pk, uuid.uuid4(), type="assistant_message", output="a")
     live = make_live(thread_id=thread.pk)
     unsaved = message("typing...", type="assistant_message")
@@ -350,9 +351,10 @@ def test_load_context_skips_non_message_steps_and_merges_with_live_messages(user
     live.load_context(step_dicts(thread.pk))  # all steps, not only messages
     live.load_context(step_dicts(thread.pk))
 
-    contents = [m.content for m in live.chat_context.get()]
-    assert contents == ["q", "a", "typing..."]
-    assert [m.id for m in live.chat_context.get()][1] == answer.id
+    entries = live.chat_context.get()
+    assert [m.content for m in entries] == ["q", "4", "a", "typing..."]
+    assert isinstance(entries[1], Step) and entries[1].id == tool.id and entries[1].input == "2+2"
+    assert entries[2].id == answer.id
 
 
 def test_the_kept_order_matches_a_full_sort_through_any_adds_and_removes():

@@ -44,6 +44,7 @@ STEP_KEYS = {
     "seq",
     "type",
     "name",
+    "input",
     "output",
     "content",
     "metadata",
@@ -52,6 +53,8 @@ STEP_KEYS = {
     "createdAt",
     "start",
     "end",
+    "showInput",
+    "language",
 }
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 

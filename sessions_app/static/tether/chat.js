@@ -17,6 +17,7 @@ import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ChatStart } from "./starters.js";
+import { containerFor, insertInOrder, isStepEntry } from "./steps.js";
 import { Transcript } from "./transcript.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -138,9 +139,8 @@ function place(step) {
     feedback.decorate(node, step);
     elements.set(step.id, node);
   }
-  const entries = state.transcript.entries;
-  const next = entries[entries.indexOf(step) + 1];
-  dom.transcript.insertBefore(node, next ? elements.get(next.id) : null);
+  // A step nested in a step on the page goes into that step's children (steps.js).
+  insertInOrder(containerFor(step, elements) ?? dom.transcript, node, state.transcript.entries, step, elements);
 }
 
 /** Show steps. `read`: they come from a transcript read (bootstrap, history, resume_thread),
@@ -202,7 +202,7 @@ function drawDirty() {
 /** A turn ended: a reply still streaming was cut off (stopped, or its engine died) and no
  * final version will come. It keeps the text it got, without the cursor. */
 function finishStreams() {
-  for (const step of state.transcript.entries.filter((e) => e.streaming)) {
+  for (const step of state.transcript.entries.filter((e) => e.streaming || (isStepEntry(e) && e.end == null))) {
     step.streaming = false;
     step.interrupted = true;
     const node = elements.get(step.id);

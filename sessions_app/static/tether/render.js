@@ -13,6 +13,7 @@ import { mathExtension, renderMath } from "./math.js";
 import { copyButton } from "./copy.js";
 import { photosOf } from "./photos.js";
 import { pendingStatus } from "./reconcile.js";
+import { fillStepItem, isStepEntry } from "./steps.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -153,6 +154,7 @@ export function stepElement(step) {
 }
 
 export function fillStep(item, step) {
+  if (isStepEntry(step)) return fillStepItem(item, step); // tool calls and other steps
   const [role, label] = roleOf(step);
   item.className = `msg msg-${role}`;
   item.dataset.type = step.type ?? "";
@@ -161,12 +163,7 @@ export function fillStep(item, step) {
   item.setAttribute("aria-busy", step.streaming ? "true" : "false");
   const author = el("div", "msg-author", label);
   const body = el("div", "msg-body");
-  if (role === "tool") {
-    const details = el("details", "tool");
-    details.append(el("summary", null, interpolate(gettext("Used %(tool)s"), { tool: label })));
-    details.append(el("pre", "tool-output", step.output || "…"));
-    body.append(details);
-  } else if (role === "user") {
+  if (role === "user") {
     body.classList.add("plain");
     body.textContent = step.output ?? "";
   } else {

@@ -16,9 +16,14 @@ export function insertionIndex(entries, step) {
   return index === -1 ? entries.length : index;
 }
 
+// A step (a tool call, not a message) takes stream tokens until it has an end.
+const openStep = (step) => !String(step.type ?? "").includes("message") && step.end == null;
+
 function sameStep(a, b) {
   return (
     a.output === b.output &&
+    (a.input ?? "") === (b.input ?? "") &&
+    (a.end ?? null) === (b.end ?? null) &&
     a.seq === b.seq &&
     Boolean(a.streaming) === Boolean(b.streaming) &&
     Boolean(a.isError) === Boolean(b.isError) &&
@@ -56,7 +61,11 @@ export class Transcript {
       const current = this.entries[at];
       // A repeated stream_start changes nothing, and a complete step is never turned back
       // into a streaming one by a late one.
-      if (step.streaming) return { step: current, index: at, changed: false };
+      // A step shown when it opened starts streaming later: its stream_start carries the text
+      // so far.
+      if (step.streaming && !(openStep(current) && !current.streaming)) {
+        return { step: current, index: at, changed: false };
+      }
       if (step.seq == null && current.seq != null) step.seq = current.seq;
       if (sameStep(current, step)) return { step: current, index: at, changed: false };
       this.entries.splice(at, 1);
@@ -77,13 +86,15 @@ export class Transcript {
    * A stream token. A token for a step this page has not seen (the page was reloaded or
    * reconnected mid-reply) opens it; a token for a step that already completed is ignored.
    */
-  appendToken({ id, token, isSequence }) {
+  appendToken({ id, token, isSequence, isInput }) {
     let step = this.get(id);
-    if (step && !step.streaming) return null;
+    if (step && !step.streaming && !openStep(step)) return null;
     if (!step) {
       step = this.upsert({ id, type: "assistant_message", name: "assistant", output: "", streaming: true }).step;
     }
-    step.output = isSequence ? String(token ?? "") : (step.output ?? "") + String(token ?? "");
+    step.streaming = true;
+    const field = isInput ? "input" : "output";
+    step[field] = isSequence ? String(token ?? "") : (step[field] ?? "") + String(token ?? "");
     return step;
   }
 
