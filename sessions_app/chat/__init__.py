@@ -5,9 +5,12 @@ async def reply(message: chat.Message) -> None:
     await chat.Message(content=f"You said {message.content}").send()
 """
 
+from sessions_app.chat.actions import Action
+from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
 from sessions_app.chat.context import chat_context, current_session, user_session
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
+    action_callback,
     on_chat_end,
     on_chat_resume,
     on_chat_start,
@@ -23,10 +26,16 @@ from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
 
 __all__ = [
+    "Action",
+    "AskActionMessage",
+    "AskFile",
+    "AskFileMessage",
+    "AskUserMessage",
     "ChatProfile",
     "Feedback",
     "Message",
     "Starter",
+    "action_callback",
     "chat_context",
     "current_session",
     "on_chat_end",
