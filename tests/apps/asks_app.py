@@ -14,7 +14,7 @@ def _timeout(text: str, default: float) -> float:
 
 
 @chat.on_chat_resume
-async def resume(thread: dict) -> None:
+async def resume(thread: dict[str, object]) -> None:
     """Reopened threads resume (Tether restores the history)."""
 
 

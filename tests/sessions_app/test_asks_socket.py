@@ -29,7 +29,7 @@ class TabClient(ChatClient):
 
     ack_with: Any = None
 
-    def new_socketio_client(self):  # type: ignore[no-untyped-def]
+    def new_socketio_client(self):
         sio = super().new_socketio_client()
 
         async def on_ask(data: Any) -> Any:
@@ -57,7 +57,7 @@ def transcript(thread_id: str) -> list[tuple[str, str]]:
 
 
 @sync_to_async
-def step_metadata(step_id: str) -> dict[str, Any]:
+def step_metadata(step_id: str) -> Any:
     return Step.objects.get(pk=step_id).metadata
 
 
@@ -68,7 +68,7 @@ async def api_get(server: Any, user: Any, path: str) -> Any:
         return await response.json()
 
 
-async def asked(client: ChatClient, count: int = 1) -> dict[str, Any]:
+async def asked(client: ChatClient, count: int = 1) -> Any:
     return (await client.wait_event("ask", count))[-1]
 
 
@@ -145,7 +145,9 @@ async def test_two_tabs_answering_at_once_make_one_answer_and_both_are_cleared(
     winners = [a for a in answers if a.get("success")]
     assert len(winners) == 1, answers
     assert "already answered" in next(a for a in answers if "error" in a)["error"]
-    won = (await ask_row(ask_id)).answer["output"]
+    row = await ask_row(ask_id)
+    assert row.answer is not None
+    won = row.answer["output"]
     for client in (first, second):
         await client.wait_for(
             lambda c: any(isinstance(e, dict) and e.get("askId") == ask_id for e in c.named("clear_ask"))
