@@ -10,6 +10,7 @@
 
 import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
+import { Asks } from "./asks.js";
 import { FeedbackControls } from "./feedback.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
@@ -102,10 +103,13 @@ const feedback = new FeedbackControls(dom.feedbackDialog, {
   onError: (text) => notify(text),
 });
 
-/** Draw a step into its element, with its feedback bar when it takes one. */
+let asks = null; // action buttons and the app's questions (asks.js), made with the socket
+
+/** Draw a step into its element, with its feedback bar and buttons when it takes them. */
 function draw(node, step) {
   fillStep(node, step);
   feedback.decorate(node, step);
+  asks?.decorate(node, step);
 }
 
 // --- the transcript on screen -------------------------------------------------------------
@@ -126,6 +130,7 @@ function place(step) {
   else {
     node = stepElement(step);
     feedback.decorate(node, step);
+    asks?.decorate(node, step);
     elements.set(step.id, node);
   }
   const entries = state.transcript.entries;
@@ -293,6 +298,7 @@ async function loadThread() {
     setTitle(data.thread.name);
     addPending(openSends(data));
     applySteps(data.entries, { read: true });
+    for (const ask of data.asks ?? []) asks.show(ask); // a question still waiting for the user
   } catch (error) {
     notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
   }
@@ -350,6 +356,7 @@ const socket = io({
   auth: (send) => send(authPayload()),
 });
 let connectedBefore = false;
+asks = new Asks({ socket, form: dom.form, input: dom.input, onError: (text) => notify(text) });
 let leaving = false;
 
 socket.onAny((event, ...args) => {
@@ -445,6 +452,12 @@ socket.on("update_message", (step) => applySteps([step]));
 socket.on("delete_message", removeStep);
 socket.on("stream_start", (step) => applySteps([{ ...step, streaming: true }]));
 socket.on("stream_token", onToken);
+socket.on("ask", (payload) => {
+  if (payload?.msg?.id) applySteps([payload.msg]);
+  asks.show(payload);
+});
+socket.on("clear_ask", (data) => asks.clear(data));
+socket.on("remove_action", (action) => asks.removeAction(action));
 socket.on("chat-user-message", (data) => {
   // A send made elsewhere (another tab, the HTTP API) for the thread on screen.
   if (!data?.messageId || (state.threadId && data.threadId !== state.threadId)) return;
@@ -466,6 +479,14 @@ socket.on("error", (data) => notify(data?.message ?? "Something went wrong."));
 let sendChain = Promise.resolve(); // sends leave in the order they were made
 
 function submit() {
+  if (asks.answeringText()) {
+    // The app asked a question: the text is its answer (asks.js), not a new message.
+    if (!dom.input.value.trim()) return;
+    asks.answerText(dom.input.value);
+    dom.input.value = "";
+    autosize();
+    return;
+  }
   const text = dom.input.value;
   const files = state.files;
   if (!text.trim() && files.length === 0) return;
