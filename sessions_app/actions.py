@@ -13,9 +13,9 @@ from typing import Any
 from sessions_app.chat.actions import Action
 from sessions_app.chat.hooks import load_app
 from sessions_app.database import database_sync_to_async
+from sessions_app.lifecycle import first_interaction
 from sessions_app.live import LiveSession
 from sessions_app.models import SocketSession
-from sessions_app.thread_bus import publish_on_thread
 from threads_app import asks as ask_records
 
 NOT_FOUND = "no such action on a message of this chat"
@@ -70,35 +70,11 @@ async def find(live: LiveSession, payload: Any) -> dict[str, Any]:
 
 async def call(live: LiveSession, payload: Any) -> dict[str, Any]:
     """Run the app's callback for a click; answered once the callback is queued."""
-    from sessions_app import lifecycle  # lifecycle wires this module in
-
     stored = await find(live, payload)
     callback = load_app().action_callbacks.get(stored.get("name") or "")
     if callback is None:
         raise ActionRefused(f"no callback for action {stored.get('name')!r}")
     if not live.has_first_interaction:  # as Chainlit does: the click starts the thread
-        await lifecycle.first_interaction(live, stored.get("label") or stored.get("name") or "action")
+        await first_interaction(live, stored.get("label") or stored.get("name") or "action")
     live.run_hook(callback, Action.from_dict(stored))
     return {"success": True, "id": stored["id"], "forId": stored.get("forId")}
-
-
-async def announce_removed(live: LiveSession, action: Action) -> None:
-    """``remove_action`` to the session and every other tab of the thread."""
-    await live.emit("remove_action", action.to_dict())
-    if live.has_first_interaction:
-        await publish_on_thread(live.thread_id, "remove_action", action.to_dict(), skip_session=live.id)
-
-
-async def remove_stored(live: LiveSession, action: Action) -> None:
-    """Take an action the session does not hold as a message (a callback's) off its step."""
-    if action.forId is None:
-        return
-    step = await database_sync_to_async(ask_records.remove_actions)(
-        live.thread_id, _uuid(action.forId, "action.forId"), {action.id}
-    )
-    if step is None:
-        return
-    await live.emit("update_message", step)
-    if live.has_first_interaction:
-        await publish_on_thread(live.thread_id, "update_message", step, skip_session=live.id)
-    await announce_removed(live, action)

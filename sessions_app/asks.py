@@ -22,7 +22,7 @@ import logging
 import threading
 import uuid
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import User
 from django.utils import timezone
@@ -31,10 +31,12 @@ from media_app import services as media_services
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
-from sessions_app.live import LiveSession
 from sessions_app.thread_bus import publish_on_thread
 from threads_app import asks as records
 from threads_app.models import Ask
+
+if TYPE_CHECKING:
+    from sessions_app.live import LiveSession
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +86,7 @@ waiters = Waiters()
 
 
 async def ask(
-    live: LiveSession,
+    live: "LiveSession",
     question: Message,
     *,
     kind: str,
@@ -161,34 +163,23 @@ async def announce_cleared(record: Ask) -> None:
     await publish_on_thread(record.thread_id, "clear_ask", cleared, skip_session=record.session_id)
 
 
-async def resend_open(live: LiveSession) -> None:
+async def resend_open(live: "LiveSession") -> None:
     """A socket of the thread (re)connected: show it the asks still waiting."""
     for payload in await database_sync_to_async(records.thread_ask_events)(live.user.pk, live.thread_id):
         await live.emit("ask", payload)
 
 
-async def close_for_session(live: LiveSession) -> None:
+async def close_for_session(live: "LiveSession") -> None:
     """The session ended: its asks, wherever their hooks wait, are cancelled."""
     for record in await database_sync_to_async(records.close_session_asks)(live.id):
         waiters.wake(record.pk)
         await announce_cleared(record)
 
 
-async def transcribe_reply(live: LiveSession, reply: Message) -> None:
-    """A text ask's answer is the user's message: written to the transcript (the first one
-    creates and names the thread, as a first send does) and shown on every tab."""
-    from sessions_app import lifecycle  # lifecycle wires this module in
-
-    if not live.has_first_interaction:
-        await lifecycle.first_interaction(live, reply.content)
-    await reply.send()
-    await publish_on_thread(live.thread_id, "new_message", reply.to_dict(), skip_session=live.id)
-
-
 # --- answering ------------------------------------------------------------------------------
 
 
-async def answer_event(live: LiveSession, payload: Any) -> dict[str, Any]:
+async def answer_event(live: "LiveSession", payload: Any) -> dict[str, Any]:
     """``ask_answer {askId | stepId, answer}``: answered ``{success, askId}``."""
     if not isinstance(payload, dict):
         raise AskRefused("ask_answer needs {askId, answer}")
@@ -203,7 +194,7 @@ async def answer_event(live: LiveSession, payload: Any) -> dict[str, Any]:
     return {"success": True, "askId": str(record.pk)}
 
 
-async def answer_ack(live: LiveSession, ask_id: uuid.UUID, args: list[Any]) -> None:
+async def answer_ack(live: "LiveSession", ask_id: uuid.UUID, args: list[Any]) -> None:
     """The client acknowledged ``ask`` (Chainlit's way of answering). An empty ack (a client
     that acknowledges every event) answers nothing."""
     if not args or args[0] in (None, "", [], {}):

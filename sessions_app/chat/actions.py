@@ -10,9 +10,13 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sessions_app.chat.context import require_session
+from sessions_app.database import database_sync_to_async
+from sessions_app.thread_bus import publish_on_thread
+from threads_app import asks as ask_records
 
 if TYPE_CHECKING:
     from sessions_app.chat.message import Message
+    from sessions_app.live import LiveSession
 
 
 @dataclass
@@ -49,13 +53,31 @@ class Action:
 
     async def remove(self) -> None:
         """Take the button off its message, in the transcript and on every tab."""
-        from sessions_app import actions  # the live layer imports this package
-
         session = require_session()
         message = self._message
         if message is not None and any(a is self for a in message.actions):
             message.actions = [a for a in message.actions if a is not self]
             await message.update()
-            await actions.announce_removed(session, self)
+        elif not await _remove_stored(session, self):
             return
-        await actions.remove_stored(session, self)
+        await session.emit("remove_action", self.to_dict())
+        if session.has_first_interaction:
+            await publish_on_thread(
+                session.thread_id, "remove_action", self.to_dict(), skip_session=session.id
+            )
+
+
+async def _remove_stored(session: "LiveSession", action: Action) -> bool:
+    """Take an action the session holds no message of (a callback's) off its step and show
+    the step without it; whether it was there."""
+    try:
+        step_id = uuid.UUID(str(action.forId))
+    except ValueError:
+        return False
+    step = await database_sync_to_async(ask_records.remove_actions)(session.thread_id, step_id, {action.id})
+    if step is None:
+        return False
+    await session.emit("update_message", step)
+    if session.has_first_interaction:
+        await publish_on_thread(session.thread_id, "update_message", step, skip_session=session.id)
+    return True

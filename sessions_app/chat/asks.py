@@ -10,9 +10,12 @@ action's dict; a file ask returns the files (``id, name, type, size``, their byt
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions_app import asks, lifecycle
 from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
 from sessions_app.chat.message import Message
+from sessions_app.database import database_sync_to_async
+from sessions_app.thread_bus import publish_on_thread
 
 
 class AskMessageBase:
@@ -40,8 +43,6 @@ class AskMessageBase:
         return {}
 
     async def _ask(self) -> Any:
-        from sessions_app import asks  # the live layer imports this package
-
         return await asks.ask(
             require_session(),
             self.message,
@@ -71,11 +72,14 @@ class AskUserMessage(AskMessageBase):
         answer = await self._ask()
         if answer is None:
             return None
-        from sessions_app import asks
-
         session = require_session()
         reply = Message(answer["output"], author=session.user.get_username(), type="user_message")
-        await asks.transcribe_reply(session, reply)
+        # The reply is the user's message: transcribed (the first one creates and names the
+        # thread, as a first send does) and shown on every tab.
+        if not session.has_first_interaction:
+            await lifecycle.first_interaction(session, reply.content)
+        await reply.send()
+        await publish_on_thread(session.thread_id, "new_message", reply.to_dict(), skip_session=session.id)
         return reply.to_dict()
 
 
@@ -164,9 +168,6 @@ class AskFileMessage(AskMessageBase):
         return dict(self._spec)
 
     async def send(self) -> list[AskFile] | None:
-        from sessions_app import asks
-        from sessions_app.database import database_sync_to_async
-
         answer: list[dict[str, Any]] | None = await self._ask()
         if answer is None:
             return None

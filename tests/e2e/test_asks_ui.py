@@ -33,9 +33,7 @@ async def open_chat(browser: Browser, asks_server) -> AsyncIterator[Callable[[],
         context.set_default_timeout(TIMEOUT_MS)
         await context.add_init_script(PAGE_PROBES)
         contexts.append(context)
-        chat = Chat(await context.new_page(), asks_server.url)
-        chat.page.context_ref = context  # type: ignore[attr-defined]  # for set_offline
-        return chat
+        return Chat(await context.new_page(), asks_server.url)
 
     yield open_page
     for context in contexts:
@@ -47,7 +45,7 @@ def ask_states(user: Any) -> list[str]:
     return list(Ask.objects.filter(user=user).order_by("created_at").values_list("state", flat=True))
 
 
-def panel(chat: Chat):  # type: ignore[no-untyped-def]
+def panel(chat: Chat):
     return chat.locator("#ask-panel")
 
 
@@ -144,7 +142,7 @@ async def test_an_ask_survives_the_network_dropping(open_chat, make_user) -> Non
     await chat.sign_in(make_user())
     await chat.send("ask name")
     await chat.wait_reply("What is your name?")
-    context = chat.page.context_ref  # type: ignore[attr-defined]
+    context = chat.page.context
     await context.set_offline(True)
     await chat.drop_socket()
     await expect(chat.locator("body")).to_have_attribute("data-connection", "down")
