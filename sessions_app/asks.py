@@ -123,11 +123,11 @@ async def ask(
         raise
     finally:
         waiters.discard(record.pk)
+    await live.emit("task_start", None)  # the turn goes on
     if closed.state != Ask.State.ANSWERED:
         if raise_on_timeout and closed.state == Ask.State.TIMED_OUT:
             raise TimeoutError(f"no answer within {timeout:g} s")
         return None
-    await live.emit("task_start", None)
     return closed.answer
 
 

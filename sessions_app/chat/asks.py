@@ -117,9 +117,15 @@ class AskActionMessage(AskMessageBase):
         return answer
 
     async def _settle(self, text: str) -> None:
+        """The question says what was chosen, without its buttons, on every tab."""
         self.message.actions = []
         self.message.content = text
         await self.message.update()
+        session = require_session()
+        if session.has_first_interaction:
+            await publish_on_thread(
+                session.thread_id, "update_message", self.message.to_dict(), skip_session=session.id
+            )
 
 
 @dataclass

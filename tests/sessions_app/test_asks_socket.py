@@ -381,3 +381,34 @@ async def test_bootstrap_lists_the_open_asks(asks_server: Any, make_user: Any) -
     await client.wait_text("Hello, Z!")
     assert (await api_get(asks_server, user, f"/api/threads/{thread_id}/bootstrap/"))["asks"] == []
     await client.disconnect()
+
+
+async def test_another_tab_answers_an_action_ask_by_its_ack_and_both_see_the_choice(
+    asks_server: Any, make_user: Any
+) -> None:
+    user = make_user()
+    first, thread_id, ask = await start_asking(asks_server, user, "ask pick")
+    halt = ask["msg"]["metadata"]["actions"][1]
+    second = await tab(asks_server, user)
+    second.ack_with = lambda data: halt if data["spec"]["askId"] == ask["spec"]["askId"] else None
+    await second.start(thread_id=thread_id)
+    await first.wait_text("Chosen: halt {'go': False}")
+    for client in (first, second):
+        await client.wait_for(
+            lambda c: any(
+                isinstance(e, dict) and e.get("askId") == ask["spec"]["askId"] for e in c.named("clear_ask")
+            )
+        )
+    # The question, without its buttons, says what was chosen on the other tab too.
+    await second.wait_for(
+        lambda c: any(
+            m["id"] == ask["msg"]["id"] and m["output"] == "**Selected:** Halt"
+            for m in c.named("update_message")
+        )
+    )
+    assert (await step_metadata(ask["msg"]["id"]))["actions"] == []
+    # The turn paused while the user chose (task_end), then went on (task_start).
+    names = [name for name, _ in first.events if name in ("ask", "task_start", "task_end")]
+    assert names[names.index("ask") :][:3] == ["ask", "task_end", "task_start"]
+    await first.disconnect()
+    await second.disconnect()

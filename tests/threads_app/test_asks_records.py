@@ -87,7 +87,9 @@ def test_accept_matches_the_upload_records_type(accept, content_type, name, take
 
 def test_the_admin_lists_asks_and_changes_nothing(user, django_user_model) -> None:
     ask = new_ask(user)
-    admin = django_user_model.objects.create_superuser(username="boss", email="b@example.com", password="pw-1-x")
+    admin = django_user_model.objects.create_superuser(
+        username="boss", email="b@example.com", password="pw-1-x"
+    )
     client = Client()
     client.force_login(admin)
     listing = client.get("/admin/threads_app/ask/?state__exact=open&kind__exact=text")
