@@ -165,8 +165,11 @@ async def announce_cleared(record: Ask) -> None:
 
 async def resend_open(live: "LiveSession") -> None:
     """A socket of the thread (re)connected: show it the asks still waiting."""
-    for payload in await database_sync_to_async(records.thread_ask_events)(live.user.pk, live.thread_id):
+    events = await database_sync_to_async(records.thread_ask_events)(live.user.pk, live.thread_id)
+    for payload in events:
         await live.emit("ask", payload)
+    if any(payload["sessionId"] == str(live.id) for payload in events):
+        await live.emit("task_end", None)  # this session's turn is paused on its question
 
 
 async def close_for_session(live: "LiveSession") -> None:

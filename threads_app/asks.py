@@ -97,7 +97,8 @@ def open_asks_of_thread(user_id: int, thread_id: uuid.UUID) -> list[Ask]:
 
 def ask_event(ask: Ask) -> dict[str, Any]:
     """The ``ask`` event's payload, Chainlit's ``{msg, spec}``; ``spec.timeout`` is what is left
-    of the wait (a re-sent ask shows the time remaining), ``askId`` and ``deadline`` are Tether's."""
+    of the wait (a re-sent ask shows the time remaining); ``askId``, ``deadline`` and the asking
+    ``sessionId`` are Tether's."""
     remaining = max(0, int((ask.deadline - timezone.now()).total_seconds() + 0.999))
     return {
         "msg": ask.message,
@@ -109,6 +110,7 @@ def ask_event(ask: Ask) -> dict[str, Any]:
             "askId": str(ask.pk),
             "deadline": iso(ask.deadline),
         },
+        "sessionId": str(ask.session_id),
     }
 
 

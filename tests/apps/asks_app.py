@@ -13,6 +13,20 @@ def _timeout(text: str, default: float) -> float:
     return float(parts[2]) if len(parts) > 2 else default
 
 
+@chat.on_chat_start
+async def start() -> None:
+    """With ``userEnv {"greet": "buttons"}`` a greeting with a button, with ``{"greet": "ask"}``
+    a question, both before the thread exists."""
+    greet = chat.user_session.get("env").get("greet")
+    if greet == "buttons":
+        await chat.Message(
+            "Welcome", actions=[chat.Action(name="colour", payload={"value": "green"}, label="Green")]
+        ).send()
+    elif greet == "ask":
+        reply = await chat.AskUserMessage("Who are you?", timeout=30).send()
+        await chat.Message(f"Welcome, {reply['output']}!" if reply else "Welcome, stranger.").send()
+
+
 @chat.on_chat_resume
 async def resume(thread: dict[str, object]) -> None:
     """Reopened threads resume (Tether restores the history)."""

@@ -176,6 +176,13 @@ async def test_a_reconnect_of_the_same_session_mid_ask_shows_it_again_and_it_can
     names = [name for name, _ in client.events]
     assert names.index("clear_ask") < names.index("ask")  # cleared first, then shown again
     await client.wait_text("Hello, Back!")
+    after = client.events[names.index("ask") :]
+    hello = next(
+        i
+        for i, (name, data) in enumerate(after)
+        if name == "new_message" and data["output"] == "Hello, Back!"
+    )
+    assert "task_end" in [name for name, _ in after[:hello]]  # the turn was paused on the question
     await client.disconnect()
 
 
@@ -412,3 +419,45 @@ async def test_another_tab_answers_an_action_ask_by_its_ack_and_both_see_the_cho
     assert names[names.index("ask") :][:3] == ["ask", "task_end", "task_start"]
     await first.disconnect()
     await second.disconnect()
+
+
+async def test_a_button_of_a_greeting_works_before_the_thread_exists_and_starts_it(
+    asks_server: Any, make_user: Any
+) -> None:
+    client = await tab(asks_server, make_user())
+    await client.start(userEnv='{"greet": "buttons"}')
+    await client.wait_text("Welcome")
+    greeting = next(m for m in client.named("new_message") if m["output"] == "Welcome")
+    green = greeting["metadata"]["actions"][0]
+    assert (await client.call("action_call", {"action": green}))["success"]
+    await client.wait_text("Colour: green")
+    started = await client.wait_event("first_interaction")
+    thread_id = started[0]["thread_id"]
+    assert started[0]["interaction"] == "Green"  # as Chainlit: the click starts the thread
+    assert await transcript(thread_id) == [
+        ("assistant_message", "Welcome"),
+        ("assistant_message", "Colour: green"),
+    ]
+    await client.disconnect()
+
+
+async def test_a_question_asked_before_the_thread_exists_is_answered_and_names_the_thread(
+    asks_server: Any, make_user: Any
+) -> None:
+    client = await tab(asks_server, make_user())
+    await client.start(userEnv='{"greet": "ask"}')
+    ask = await asked(client)
+    assert ask["msg"]["output"] == "Who are you?"
+    assert ask["sessionId"] == client.session_id
+    assert (await client.call("ask_answer", {"askId": ask["spec"]["askId"], "answer": {"output": "Alan"}}))[
+        "success"
+    ]
+    await client.wait_text("Welcome, Alan!")
+    started = await client.wait_event("first_interaction")
+    assert started[0]["interaction"] == "Alan"
+    assert await transcript(started[0]["thread_id"]) == [
+        ("assistant_message", "Who are you?"),
+        ("user_message", "Alan"),
+        ("assistant_message", "Welcome, Alan!"),
+    ]
+    await client.disconnect()
