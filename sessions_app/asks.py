@@ -28,6 +28,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from media_app import services as media_services
+from sessions_app import inputs
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
@@ -222,7 +223,10 @@ def _checked_answer(user: User, record: Ask, raw: Any) -> Any:
         text = raw.get("output") if isinstance(raw, dict) else raw
         if not isinstance(text, str) or not text.strip():
             raise AskRefused("a text ask takes {output: <non-empty text>}")
-        return {"output": text}
+        try:
+            return {"output": inputs.clean_text(text, "answer.output")}
+        except inputs.InvalidInput as bad:
+            raise AskRefused(str(bad)) from None
     if record.kind == Ask.Kind.ACTION:
         chosen = raw.get("id") if isinstance(raw, dict) else raw
         actions = (record.message.get("metadata") or {}).get("actions") or []

@@ -47,7 +47,7 @@ class ChatConsumer(SocketIOConsumer):
         ``CHAT_SETTINGS_MAX_BYTES`` of UTF-8 JSON, come in at most three times that (a client
         may write each non-ASCII character as a six-byte escape); other events, and names
         written with escapes (which no client does), fit in ``SMALL_FRAME``."""
-        if event in ("client_message", "edit_message"):
+        if event in ("client_message", "edit_message", "ask_answer"):  # a text answer is a message
             return int(self.max_payload)
         if event == "chat_settings_change":
             return min(int(self.max_payload), 3 * settings.CHAT_SETTINGS_MAX_BYTES + FRAME_ENVELOPE)

@@ -116,15 +116,18 @@ async def test_an_ask_is_answered_by_ask_answer_once_and_a_second_answer_is_refu
     assert await client.call("ask_answer", {"askId": ask_id, "answer": {"output": ""}}) == {
         "error": "a text ask takes {output: <non-empty text>}"
     }
+    nul = await client.call("ask_answer", {"askId": ask_id, "answer": {"output": "a\x00b"}})
+    assert nul == {"error": "answer.output must not contain NUL characters"}
     assert (await ask_row(ask_id)).state == Ask.State.OPEN  # bad input changed nothing
-    assert await client.call("ask_answer", {"askId": ask_id, "answer": {"output": "Bob"}}) == {
+    long_name = "Bob" + " Bobson" * 2000  # a long answer, as long as a message may be
+    assert await client.call("ask_answer", {"askId": ask_id, "answer": {"output": long_name}}) == {
         "success": True,
         "askId": ask_id,
     }
     again = await client.call("ask_answer", {"askId": ask_id, "answer": {"output": "Eve"}})
     assert "no open ask" in again["error"]
-    await client.wait_text("Hello, Bob!")
-    assert (await ask_row(ask_id)).answer == {"output": "Bob"}
+    await client.wait_text(f"Hello, {long_name}!")
+    assert (await ask_row(ask_id)).answer == {"output": long_name}
     await client.disconnect()
 
 
