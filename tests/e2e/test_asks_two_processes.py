@@ -3,6 +3,7 @@ and the answer comes through process B (another tab there, or the same session a
 socket moved to B). The answer reaches the hook once, every tab is cleared. Skipped unless
 ``DATABASE_URL`` and ``REDIS_URL`` are set (SQLite and the in-memory layer cannot be shared)."""
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ pytestmark = [pytest.mark.two_process, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module")
-def pair(server_factory) -> tuple[Any, Any]:
+def pair(server_factory) -> Iterator[tuple[Any, Any]]:
     a = server_factory.start(CHAT_APP="tests.apps.asks_app")
     b = server_factory.start(CHAT_APP="tests.apps.asks_app")
     yield a, b
