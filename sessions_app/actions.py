@@ -10,6 +10,8 @@ overlaps the session's turns, and once per ``action_call``.
 import uuid
 from typing import Any
 
+from django.contrib.auth.models import User
+
 from sessions_app.chat.actions import Action
 from sessions_app.chat.hooks import load_app
 from sessions_app.database import database_sync_to_async
@@ -32,14 +34,8 @@ def _uuid(value: Any, what: str) -> uuid.UUID:
         raise ActionRefused(f"{what} must be a UUID") from None
 
 
-def _deferred_action(live: LiveSession, step_id: uuid.UUID, action_id: str) -> dict[str, Any] | None:
-    """The action on a message the session sent before its thread existed."""
-    steps = (
-        SocketSession.objects.filter(pk=live.id, user=live.user)
-        .values_list("deferred_steps", flat=True)
-        .first()
-    )
-    for step in steps or []:
+def _on_step(steps: list[dict[str, Any]], step_id: uuid.UUID, action_id: str) -> dict[str, Any] | None:
+    for step in steps:
         if step.get("id") == str(step_id):
             for action in (step.get("metadata") or {}).get("actions") or []:
                 if action.get("id") == action_id:
@@ -47,30 +43,39 @@ def _deferred_action(live: LiveSession, step_id: uuid.UUID, action_id: str) -> d
     return None
 
 
-async def find(live: LiveSession, payload: Any) -> dict[str, Any]:
-    """The stored action an ``action_call`` names: ``{action: {id, forId, ...}}`` (Chainlit's
-    ``POST /project/action`` body) or the action dict itself."""
-    if not isinstance(payload, dict):
-        raise ActionRefused("action_call needs {action: {id, forId}}")
-    named = payload.get("action", payload)
+def parse(payload: Any) -> tuple[uuid.UUID, str]:
+    """``(step id, action id)`` of a click: ``{action: {id, forId, ...}}`` (the body of
+    Chainlit's ``POST /project/action``) or the action dict itself."""
+    named = payload.get("action", payload) if isinstance(payload, dict) else None
     if not isinstance(named, dict):
         raise ActionRefused("action_call needs {action: {id, forId}}")
     action_id = str(_uuid(named.get("id"), "action.id"))
-    step_id = _uuid(named.get("forId"), "action.forId")
-    if live.has_first_interaction:
-        found = await database_sync_to_async(ask_records.find_action)(
-            live.user, live.thread_id, step_id, action_id
-        )
-    else:
-        found = await database_sync_to_async(_deferred_action)(live, step_id, action_id)
-    if found is None:
+    return _uuid(named.get("forId"), "action.forId"), action_id
+
+
+def lookup(user: User, session_id: uuid.UUID, payload: Any) -> tuple[dict[str, Any], str]:
+    """The stored action a click names, on a message of the user's live session (its thread,
+    or the steps it keeps before the thread exists), and the channel of the session's socket
+    (blank when none holds it). Anything else is ActionRefused(NOT_FOUND)."""
+    step_id, action_id = parse(payload)
+    record = (
+        SocketSession.objects.filter(pk=session_id, user=user, ended=False)
+        .only("thread_id", "has_first_interaction", "deferred_steps", "socket_channel")
+        .first()
+    )
+    found = None
+    if record is not None and record.has_first_interaction:
+        found = ask_records.find_action(user, record.thread_id, step_id, action_id)
+    elif record is not None:
+        found = _on_step(record.deferred_steps or [], step_id, action_id)
+    if record is None or found is None:
         raise ActionRefused(NOT_FOUND)
-    return found
+    return found, record.socket_channel
 
 
 async def call(live: LiveSession, payload: Any) -> dict[str, Any]:
     """Run the app's callback for a click; answered once the callback is queued."""
-    stored = await find(live, payload)
+    stored, _channel = await database_sync_to_async(lookup)(live.user, live.id, payload)
     callback = load_app().action_callbacks.get(stored.get("name") or "")
     if callback is None:
         raise ActionRefused(f"no callback for action {stored.get('name')!r}")

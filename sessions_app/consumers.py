@@ -194,6 +194,15 @@ class ChatConsumer(SocketIOConsumer):
     async def session_emit(self, message: dict[str, Any]) -> None:
         await self.deliver(message.get("offset"), message["event"], message["args"])
 
+    async def session_action(self, message: dict[str, Any]) -> None:
+        """A click sent over HTTP (``action_views``) for this socket's session."""
+        if self.live is None or self.live.cleared:
+            return
+        try:
+            await actions.call(self.live, message["click"])
+        except actions.ActionRefused as refused:
+            await self.emit_error(str(refused), event="action_call")
+
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly

@@ -464,3 +464,40 @@ async def test_a_question_asked_before_the_thread_exists_is_answered_and_names_t
         ("assistant_message", "Welcome, Alan!"),
     ]
     await client.disconnect()
+
+
+async def api_post(server: Any, user: Any, path: str, body: Any) -> tuple[int, Any]:
+    headers = {"Authorization": f"Token {await api_token(user)}"}
+    async with (
+        aiohttp.ClientSession(headers=headers) as http,
+        http.post(f"{server.url}{path}", json=body) as response,
+    ):
+        return response.status, await response.json()
+
+
+async def test_a_click_over_http_runs_the_callback_in_the_session_and_foreign_ids_are_404(
+    asks_server: Any, make_user: Any
+) -> None:
+    user = make_user()
+    client, _thread, message = await buttons(asks_server, user)
+    red = message["metadata"]["actions"][0]
+    click = {"sessionId": client.session_id, "action": red}  # Chainlit's body, the whole action
+    assert await api_post(asks_server, user, "/api/project/action", click) == (
+        200,
+        {"success": True, "response": None},
+    )
+    await client.wait_text("Colour: red")
+    stranger = make_user()
+    status, body = await api_post(asks_server, stranger, "/api/project/action", click)
+    assert (status, body) == (404, {"detail": "no such action on a message of this chat"})
+    made_up = {"sessionId": client.session_id, "action": {"id": str(uuid.uuid4()), "forId": red["forId"]}}
+    assert (await api_post(asks_server, user, "/api/project/action", made_up))[0] == 404
+    unknown = {"sessionId": str(uuid.uuid4()), "action": red}
+    assert (await api_post(asks_server, user, "/api/project/action", unknown))[0] == 404
+    assert (await api_post(asks_server, user, "/api/project/action", {"action": red}))[0] == 400
+    await client.disconnect()
+    await asyncio.sleep(0.3)
+    status, body = await api_post(asks_server, user, "/api/project/action", click)
+    assert status == 409 and "reconnect" in body["detail"]
+    await asyncio.sleep(0.5)
+    assert client.texts().count("Colour: red") == 1

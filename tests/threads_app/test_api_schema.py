@@ -232,6 +232,7 @@ def test_the_live_run_covers_every_other_operation():
         "GET /api/session-media/{thread_id}/{step_id}/{index}",
         "POST /api/chat/send",
         "POST /api/integrations/threads/{thread_id}/messages/",
+        "POST /api/project/action",
         "POST /api/uploads/",
         "PUT /api/feedback",
     ]
