@@ -125,7 +125,10 @@ class ChatConsumer(SocketIOConsumer):
             return
         try:
             answer = await handler(self.live, args[0] if args else None)
-        except (lifecycle.BadRequest, asks.AskRefused, actions.ActionRefused) as bad:
+        except lifecycle.BadRequest as bad:
+            await self.emit_error(str(bad), event=event, ack_id=ack_id, details=bad.details)
+            return
+        except (asks.AskRefused, actions.ActionRefused) as bad:
             await self.emit_error(str(bad), event=event, ack_id=ack_id)
             return
         live = self.live

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import app_settings, asks, hook_sends, inputs, limits, records
+from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
@@ -51,7 +51,12 @@ class Refused(Exception):
 
 
 class BadRequest(Exception):
-    """An event's payload is invalid; the message goes back to the client."""
+    """An event's payload is invalid; the message goes back to the client, with ``details``
+    (more fields of the ack's error object, e.g. the ``setting`` a value was refused for)."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def parse_uuid(value: Any, what: str, error: type[Exception] = BadRequest) -> uuid.UUID:
@@ -149,6 +154,7 @@ async def _connection_successful(live: LiveSession) -> None:
     await live.emit("task_start" if running else "task_end", None)
     await live.emit("clear_ask", None)
     await live.emit("clear_call_fn", None)
+    await _show_chat_settings(live)
 
     if live.restored and (live.has_first_interaction or live.chat_started or live.resumed):
         # A restored session never re-runs resume (#3061) nor start.
@@ -168,6 +174,15 @@ async def _connection_successful(live: LiveSession) -> None:
         )
 
     await _start(live)
+
+
+async def _show_chat_settings(live: LiveSession) -> None:
+    """The settings panel the session (or the thread it resumes) declared, with its values:
+    a reloaded page shows it before the app sends it again, if it ever does."""
+    if live.chat_settings_inputs:
+        await live.emit(
+            "chat_settings", chat_settings.wire_payload(live.chat_settings_inputs, live.chat_settings)
+        )
 
 
 async def _start(live: LiveSession) -> None:
@@ -193,6 +208,7 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
         await chats.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
     await live.emit("resume_thread", thread)
+    await _show_chat_settings(live)
     live.run_hook(load_app().on_chat_resume, thread)  # type: ignore[arg-type]  # connect() checked it is set
     return True
 
@@ -304,6 +320,20 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
 
 
 async def chat_settings_change(live: LiveSession, payload: Any) -> None:
+    """Apply a change of the chat settings and run ``on_settings_update`` with all of them.
+    Once the app declared its settings, a change is checked against them (all or nothing);
+    before that, any storable JSON object is taken, as before."""
+    if live.chat_settings_inputs:
+        try:
+            values = chat_settings.validate_change(live.chat_settings_inputs, live.chat_settings, payload)
+            inputs.clean_object(values, "chat settings", max_bytes=settings.CHAT_SETTINGS_MAX_BYTES)
+        except chat_settings.InvalidSetting as bad:
+            raise BadRequest(str(bad), setting=bad.setting) from None
+        except inputs.InvalidInput as bad:
+            raise BadRequest(str(bad)) from None
+        live.chat_settings = values
+        await _settings_updated(live)
+        return
     try:
         changes = inputs.clean_object(payload, "chat settings", max_bytes=settings.CHAT_SETTINGS_MAX_BYTES)
         inputs.clean_object(
@@ -312,6 +342,10 @@ async def chat_settings_change(live: LiveSession, payload: Any) -> None:
     except inputs.InvalidInput as bad:
         raise BadRequest(str(bad)) from None
     live.chat_settings.update(changes)
+    await _settings_updated(live)
+
+
+async def _settings_updated(live: LiveSession) -> None:
     hooks = load_app()
     if hooks.on_settings_update is not None:
         live.run_hook(hooks.on_settings_update, dict(live.chat_settings), with_task=False)

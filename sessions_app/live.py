@@ -22,6 +22,7 @@ from django.contrib.auth.models import User
 from sessions_app import records
 from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session
 from sessions_app.chat.message import Message
+from sessions_app.chat_settings import declared_inputs
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
 from sessions_app.models import SocketSession
@@ -47,6 +48,8 @@ class LiveSession:
         self.client_type = record.client_type
         self.chat_profile = record.chat_profile
         self.chat_settings: dict[str, Any] = dict(record.chat_settings)
+        # The inputs the app declared (``chat.ChatSettings``), as on the wire; [] if none.
+        self.chat_settings_inputs: list[dict[str, Any]] = declared_inputs(record.user_session)
         self.user_env: dict[str, Any] = dict(record.user_env)
         self.user_session: dict[str, Any] = {
             k: v for k, v in record.user_session.items() if k not in SYSTEM_KEYS
@@ -86,6 +89,7 @@ class LiveSession:
             "id": str(self.id),
             "env": self.user_env,
             "chat_settings": self.chat_settings,
+            "chat_settings_inputs": self.chat_settings_inputs,
             "chat_profile": self.chat_profile,
             "client_type": self.client_type,
             "user": self.user,
@@ -104,6 +108,8 @@ class LiveSession:
                 continue
             data[key] = value
         data["chat_settings"] = self.chat_settings
+        if self.chat_settings_inputs:
+            data["chat_settings_inputs"] = self.chat_settings_inputs
         data["chat_profile"] = self.chat_profile
         data["client_type"] = self.client_type
         data["env"] = self.user_env if settings.PERSIST_USER_ENV else {}
@@ -116,6 +122,8 @@ class LiveSession:
             self.chat_profile = metadata["chat_profile"]
         if isinstance(metadata.get("chat_settings"), dict):
             self.chat_settings = dict(metadata["chat_settings"])
+        if metadata.get("chat_settings_inputs"):
+            self.chat_settings_inputs = declared_inputs(metadata)
 
     def load_context(self, steps: list[dict[str, Any]]) -> None:
         for step in steps:

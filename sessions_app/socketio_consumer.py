@@ -262,11 +262,19 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         if ack_id is not None:
             await self._send_packet(sio.Packet(sio.ACK, list(args), id=ack_id, binary=False))
 
-    async def emit_error(self, message: str, *, event: str | None = None, ack_id: int | None = None) -> None:
-        """Tell the client what was wrong with what it sent; the connection stays usable."""
+    async def emit_error(
+        self,
+        message: str,
+        *,
+        event: str | None = None,
+        ack_id: int | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Tell the client what was wrong with what it sent; the connection stays usable.
+        ``details`` add fields to the ack's error object."""
         body = {"message": message, "event": event}
         if ack_id is not None:
-            await self.ack(ack_id, {"error": message})
+            await self.ack(ack_id, {"error": message, **(details or {})})
         try:
             await self.emit(ERROR_EVENT, body)
         except Exception:  # the socket may already be closing

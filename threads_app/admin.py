@@ -2,13 +2,14 @@
 ``sessions_app.admin``: it checks engine options against the runtime's engines). Fields the
 runtime owns are read-only."""
 
+import json
 from typing import TYPE_CHECKING, TypedDict
 
 from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
@@ -47,8 +48,31 @@ class ThreadAdmin(admin.ModelAdmin):
         "last_seq",
         "created_at",
         "updated_at",
+        "settings_panel",
     )
     inlines = [StepInline]
+
+    @admin.display(description="chat settings panel")
+    def settings_panel(self, thread: Thread) -> SafeString | str:
+        """The values as the user saw them: each input the app declared (``chat.ChatSettings``,
+        kept in the metadata), its label and the thread's value."""
+        declared = thread.metadata.get("chat_settings_inputs") if isinstance(thread.metadata, dict) else None
+        if not isinstance(declared, list) or not declared:
+            return "(the app declared no settings)"
+        rows = [
+            format_html(
+                "<tr><th scope='row'>{}</th><td><code>{}</code></td><td>{}</td></tr>",
+                spec.get("label", ""),
+                spec.get("id", ""),
+                json.dumps(thread.chat_settings.get(spec.get("id")), ensure_ascii=False),
+            )
+            for spec in declared
+            if isinstance(spec, dict)
+        ]
+        return format_html(
+            "<table><thead><tr><th>setting</th><th>id</th><th>value</th></tr></thead><tbody>{}</tbody></table>",
+            format_html_join("", "{}", ((row,) for row in rows)),
+        )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Thread]:
         return (

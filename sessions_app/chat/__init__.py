@@ -7,6 +7,7 @@ async def reply(message: chat.Message) -> None:
 
 from sessions_app.chat.actions import Action
 from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
+from sessions_app.chat.chat_settings import ChatSettings
 from sessions_app.chat.context import chat_context, current_session, user_session
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
@@ -22,6 +23,17 @@ from sessions_app.chat.hooks import (
     set_starters,
     use_engine_runtime,
 )
+from sessions_app.chat.input_widgets import (
+    Checkbox,
+    InputWidget,
+    MultiSelect,
+    NumberInput,
+    Select,
+    Slider,
+    Switch,
+    Tags,
+    TextInput,
+)
 from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
 
@@ -32,9 +44,19 @@ __all__ = [
     "AskFileMessage",
     "AskUserMessage",
     "ChatProfile",
+    "ChatSettings",
+    "Checkbox",
     "Feedback",
+    "InputWidget",
     "Message",
+    "MultiSelect",
+    "NumberInput",
+    "Select",
+    "Slider",
     "Starter",
+    "Switch",
+    "Tags",
+    "TextInput",
     "action_callback",
     "chat_context",
     "current_session",

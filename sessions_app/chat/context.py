@@ -19,7 +19,9 @@ def require_session() -> "LiveSession":
 
 
 # Keys of the user session that mirror session fields; they are read-only for apps.
-SYSTEM_KEYS = frozenset({"id", "env", "chat_settings", "chat_profile", "client_type", "user"})
+SYSTEM_KEYS = frozenset(
+    {"id", "env", "chat_settings", "chat_settings_inputs", "chat_profile", "client_type", "user"}
+)
 
 
 class UserSessionAccessor:

@@ -416,3 +416,23 @@ def test_runtime_records_are_view_only(admin_client_, alice, kind):
     )
     assert admin_client_.post(url, {"ended": "on", "state": "failed"}).status_code == 403
     assert admin_client_.get(f"/admin/{kind}/add/").status_code == 403
+
+
+def test_thread_change_page_shows_the_chat_settings_panel_with_its_values(admin_client_, alice):
+    thread, _ = ensure_thread(alice, uuid.uuid4(), name="tuned")
+    inputs = [
+        {"type": "select", "id": "model", "label": "Model <b>", "initial": "small", "items": []},
+        {"type": "slider", "id": "temperature", "label": "Temperature", "initial": 0.5},
+    ]
+    Thread.objects.filter(pk=thread.pk).update(
+        metadata={"chat_settings_inputs": inputs}, chat_settings={"model": "large", "temperature": 0.8}
+    )
+    html = admin_client_.get(f"/admin/threads_app/thread/{thread.pk}/change/").content.decode()
+    assert "chat settings panel" in html.lower()
+    assert "Model &lt;b&gt;" in html  # labels are escaped
+    assert "<code>temperature</code></td><td>0.8</td>" in html
+    assert "&quot;large&quot;" in html
+
+    bare, _ = ensure_thread(alice, uuid.uuid4(), name="plain")
+    html = admin_client_.get(f"/admin/threads_app/thread/{bare.pk}/change/").content.decode()
+    assert "(the app declared no settings)" in html

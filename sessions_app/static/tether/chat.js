@@ -12,8 +12,10 @@ import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
 import { Asks } from "./asks.js";
 import { FeedbackControls } from "./feedback.js";
+import { gettext, interpolate } from "./i18n.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
+import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ChatStart } from "./starters.js";
 import { Transcript } from "./transcript.js";
@@ -101,6 +103,14 @@ const elements = new Map(); // step id -> its <li>
 const feedback = new FeedbackControls(dom.feedbackDialog, {
   threadId: () => state.threadId,
   onError: (text) => notify(text),
+});
+
+const chatSettings = new ChatSettingsPanel(dom.input, {
+  save: (values) =>
+    new Promise((resolve, reject) => {
+      if (!socket.connected) reject(new Error("not connected"));
+      else socket.timeout(10000).emit("chat_settings_change", values, (err, answer) => (err ? reject(err) : resolve(answer)));
+    }),
 });
 
 let asks = null; // action buttons and the app's questions (asks.js), made with the socket
@@ -262,7 +272,7 @@ function setRunning(running) {
 }
 
 function setTitle(name) {
-  const title = name || "New chat";
+  const title = name || gettext("New chat");
   dom.title.textContent = title;
   document.title = `${title} · Tether`;
 }
@@ -300,7 +310,11 @@ async function loadThread() {
     applySteps(data.entries, { read: true });
     for (const ask of data.asks ?? []) asks.show(ask); // a question still waiting for the user
   } catch (error) {
-    notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
+    notify(
+      error.status === 404
+        ? gettext("This chat no longer exists.")
+        : interpolate(gettext("Could not load the chat: %(error)s"), { error: error.message }),
+    );
   }
   state.loaded = true;
   updateView();
@@ -316,7 +330,7 @@ async function refreshOpenSends() {
     addPending(openSends(data));
     applySteps(data.entries, { read: true });
   } catch (error) {
-    notify(`Could not read the chat's unsent messages: ${error.message}`);
+    notify(interpolate(gettext("Could not read the chat's unsent messages: %(error)s"), { error: error.message }));
   }
 }
 
@@ -326,7 +340,7 @@ async function catchUp() {
   try {
     applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq()), { read: true });
   } catch (error) {
-    notify(`Could not catch up with the chat: ${error.message}`);
+    notify(interpolate(gettext("Could not catch up with the chat: %(error)s"), { error: error.message }));
   }
 }
 
@@ -396,8 +410,8 @@ socket.on("disconnect", (reason) => {
   if (leaving || reason === "io client disconnect") return;
   if (reason === "io server disconnect") {
     // The server let another connection of this session take over (a duplicated tab).
-    showBanner("This chat was opened in another tab or window.", {
-      label: "Continue here",
+    showBanner(gettext("This chat was opened in another tab or window."), {
+      label: gettext("Continue here"),
       run: () => {
         state.sessionId = uuid4();
         if (state.threadId) storage("set", SESSION_PREFIX + state.threadId, state.sessionId);
@@ -406,19 +420,22 @@ socket.on("disconnect", (reason) => {
     });
     return;
   }
-  showBanner("Connection lost. Reconnecting…");
+  showBanner(gettext("Connection lost. Reconnecting…"));
 });
 
 socket.on("connect_error", (error) => {
   if (socket.active) {
-    showBanner("Connection lost. Reconnecting…");
+    showBanner(gettext("Connection lost. Reconnecting…"));
   } else if (error.message === "authentication failed") {
-    showBanner("You are signed out.", {
-      label: "Sign in",
+    showBanner(gettext("You are signed out."), {
+      label: gettext("Sign in"),
       run: () => location.assign(`/accounts/login/?next=${encodeURIComponent(location.pathname)}`),
     });
   } else {
-    showBanner(`Could not connect: ${error.message}`, { label: "Retry", run: () => socket.connect() });
+    showBanner(interpolate(gettext("Could not connect: %(error)s"), { error: error.message }), {
+      label: gettext("Retry"),
+      run: () => socket.connect(),
+    });
   }
 });
 
@@ -440,13 +457,14 @@ socket.on("resume_thread", (thread) => {
   updateView();
 });
 socket.on("resume_thread_error", (message) => {
-  notify(`Couldn't resume this chat: ${message}`);
+  notify(interpolate(gettext("Couldn't resume this chat: %(error)s"), { error: message }));
   storage("remove", SESSION_PREFIX + state.threadId);
   state.threadId = null;
   history.replaceState(null, "", "/");
   sidebar.setCurrent(null);
   setTitle("");
 });
+socket.on("chat_settings", (inputs) => chatSettings.show(inputs));
 socket.on("new_message", (step) => applySteps([step]));
 socket.on("update_message", (step) => applySteps([step]));
 socket.on("delete_message", removeStep);
@@ -472,7 +490,10 @@ socket.on("message_failed", (data) => {
   }
   setPending(data.messageId, { state: "failed", reason: data.reason ?? "" });
 });
-socket.on("error", (data) => notify(data?.message ?? "Something went wrong."));
+socket.on("error", (data) => {
+  if (data?.event === "chat_settings_change") return; // the settings panel shows it by its control
+  notify(data?.message ?? gettext("Something went wrong."));
+});
 
 // --- sending ------------------------------------------------------------------------------
 
@@ -519,7 +540,8 @@ async function prepare(item) {
       const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
       fileReferences = uploaded.map((u) => ({ id: u.id }));
     } catch (error) {
-      setPending(item.id, { state: "failed", error: `the photo upload failed (${error.message})` });
+      const why = interpolate(gettext("the photo upload failed (%(error)s)"), { error: error.message });
+      setPending(item.id, { state: "failed", error: why });
       return;
     }
   }
@@ -542,7 +564,7 @@ function flushOutbox() {
 function onAck(id, answer) {
   if (!state.outbox.delete(id) && !state.pending.some((p) => p.id === id)) return;
   if (!answer || answer.error) {
-    setPending(id, { state: "failed", error: answer?.error ?? "no answer" });
+    setPending(id, { state: "failed", error: answer?.error ?? gettext("no answer") });
     return;
   }
   adoptThread(answer.threadId);
@@ -585,6 +607,7 @@ async function switchProfile(name) {
   storage("remove", OFFSET_PREFIX + state.sessionId);
   state.sessionId = uuid4();
   state.transcript = new Transcript();
+  chatSettings.reset();
   elements.clear();
   dom.transcript.replaceChildren();
   setRunning(false);
@@ -614,7 +637,7 @@ function autosize() {
 
 function addFiles(files) {
   const photos = [...files].filter((f) => f.type.startsWith("image/"));
-  if (photos.length < files.length) notify("Only photos can be attached.");
+  if (photos.length < files.length) notify(gettext("Only photos can be attached."));
   state.files = [...state.files, ...photos];
   renderAttachments();
 }
@@ -629,7 +652,7 @@ function renderAttachments() {
     const remove = el("button", "icon-button");
     remove.append(icon("close"));
     remove.type = "button";
-    remove.setAttribute("aria-label", `Remove ${file.name}`);
+    remove.setAttribute("aria-label", interpolate(gettext("Remove %(name)s"), { name: file.name }));
     remove.addEventListener("click", () => {
       state.files = state.files.filter((_, i) => i !== index);
       renderAttachments();
@@ -677,7 +700,7 @@ dom.backdrop.addEventListener("click", () => setDrawer(false));
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
-  if (dom.feedbackDialog.open) return; // Escape closes the dialog, nothing else
+  if (dom.feedbackDialog.open || chatSettings.isOpen) return; // Escape closes the dialog, nothing else
   if (document.body.classList.contains("drawer-open")) {
     setDrawer(false);
     dom.sidebarToggle.focus();
