@@ -71,7 +71,7 @@ async def test_an_action_button_runs_its_callback_once(open_chat, make_user) -> 
     await kept.get_by_role("button", name="Blue").click()
     await chat.wait_reply("Colour: blue")
     await expect(chat.reply("Colour: red")).to_have_count(1)
-    assert not chat.errors
+    await chat.assert_clean()
 
 
 async def test_a_text_ask_is_answered_with_the_composer(open_chat, make_user) -> None:
@@ -90,7 +90,7 @@ async def test_a_text_ask_is_answered_with_the_composer(open_chat, make_user) ->
     await expect(panel(chat)).to_be_hidden()
     assert ["user", "Ada"] in await chat.transcript()
     assert await ask_states(user) == ["answered"]
-    assert not chat.errors
+    await chat.assert_clean()
 
 
 async def test_an_action_ask_is_answered_by_keyboard(open_chat, make_user) -> None:
@@ -109,7 +109,7 @@ async def test_an_action_ask_is_answered_by_keyboard(open_chat, make_user) -> No
     await expect(panel(chat)).to_be_hidden()
     await chat.wait_reply("Selected: Halt")
     await expect(chat.locator(".ask-choice")).to_have_count(0)
-    assert not chat.errors
+    await chat.assert_clean()
 
 
 async def test_an_ask_survives_a_reload_and_is_answered_after_it(open_chat, make_user) -> None:
@@ -134,7 +134,7 @@ async def test_an_ask_survives_a_reload_and_is_answered_after_it(open_chat, make
     await chat.reply("Shall we go on?").get_by_role("button", name="Go on").click()
     await chat.wait_reply("Chosen: go {'go': True}")
     assert await ask_states(user) == ["answered", "answered"]
-    assert not chat.errors
+    await chat.assert_clean()
 
 
 async def test_an_ask_survives_the_network_dropping(open_chat, make_user) -> None:
@@ -153,7 +153,7 @@ async def test_an_ask_survives_the_network_dropping(open_chat, make_user) -> Non
     await chat.send("Linus")
     await chat.wait_reply("Hello, Linus!")
     await expect(panel(chat)).to_be_hidden()
-    assert not chat.errors
+    await chat.assert_clean()
 
 
 async def test_a_file_ask_takes_a_picture(open_chat, make_user, tmp_path) -> None:
@@ -171,4 +171,4 @@ async def test_a_file_ask_takes_a_picture(open_chat, make_user, tmp_path) -> Non
     await panel(chat).get_by_role("button", name="Send files").click()
     await chat.wait_reply("Files: dot.png image/png 3000 3000")
     await expect(panel(chat)).to_be_hidden()
-    assert not chat.errors
+    await chat.assert_clean()
