@@ -12,7 +12,15 @@
 
 import * as api from "./api.js";
 import { gettext, interpolate, ngettext } from "./i18n.js";
-import { el } from "./render.js";
+
+// A node with a class and text (render.js has the same; it is not imported so that this module
+// loads without the markdown stack, e.g. in node's unit tests).
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text != null) node.textContent = text;
+  return node;
+}
 
 /** The `accept` attribute of a file input for Chainlit's `accept` (types, or {type: [exts]}). */
 export function acceptAttribute(accept) {
