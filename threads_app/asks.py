@@ -7,7 +7,7 @@ the same kind of UPDATE, so an answer and a timeout cannot both win either.
 """
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -80,6 +80,13 @@ def close_session_asks(session_id: uuid.UUID) -> list[Ask]:
             state=Ask.State.CANCELLED, closed_at=timezone.now()
         )
     return closing
+
+
+def purge_asks(older_than: timedelta) -> int:
+    """Delete asks whose deadline passed more than ``older_than`` ago (answered or not: the
+    question and a text reply are in the transcript; the row only served the wait)."""
+    deleted, _ = Ask.objects.filter(deadline__lt=timezone.now() - older_than).delete()
+    return deleted
 
 
 def read_ask(ask_id: uuid.UUID) -> Ask | None:

@@ -98,3 +98,18 @@ def test_the_admin_lists_asks_and_changes_nothing(user, django_user_model) -> No
     assert client.post(f"/admin/threads_app/ask/{ask.pk}/change/", {"state": "answered"}).status_code == 403
     ask.refresh_from_db()
     assert ask.state == Ask.State.OPEN
+
+
+def test_purge_asks_deletes_only_asks_long_past_their_deadline(user) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    old = new_ask(user, seconds=-8 * 24 * 3600)
+    recent = new_ask(user, seconds=-3600)
+    waiting = new_ask(user)
+    out = StringIO()
+    call_command("purge_asks", stdout=out)
+    assert "deleted 1 ask(s)" in out.getvalue()
+    assert set(Ask.objects.values_list("pk", flat=True)) == {recent.pk, waiting.pk}
+    assert not Ask.objects.filter(pk=old.pk).exists()
