@@ -5,7 +5,9 @@ each part beside the Chainlit app that does the same.
 
 - ``set_chat_profiles`` / ``set_starters``: two profiles and their starters on the empty chat;
 - ``on_chat_start`` greets; ``on_message`` answers by keyword ("code" shows a highlighted
-  block, anything else is echoed) and streams its reply;
+  block with an "Explain it" action button, "quiz" asks a question with buttons, anything
+  else is echoed) and streams its reply;
+- ``action_callback("explain")`` answers a click on "Explain it";
 - ``on_feedback`` logs the thumbs a user gives.
 """
 
@@ -45,11 +47,34 @@ async def greet() -> None:
 @chat.on_message
 async def answer(message: chat.Message) -> None:
     text = message.content.strip()
-    reply = f"Here is a function:\n\n{CODE_SAMPLE}" if "code" in text.lower() else f"You said: {text}"
-    streamed = chat.Message()
+    if text.lower() == "quiz":
+        chosen = await chat.AskActionMessage(
+            "Which language is the code in?",
+            actions=[
+                chat.Action(name="language", payload={"right": True}, label="Python"),
+                chat.Action(name="language", payload={"right": False}, label="Rust"),
+            ],
+            timeout=120,
+        ).send()
+        verdict = (
+            "No answer." if chosen is None else ("Right!" if chosen["payload"]["right"] else "Not quite.")
+        )
+        await chat.Message(verdict).send()
+        return
+    code = "code" in text.lower()
+    reply = f"Here is a function:\n\n{CODE_SAMPLE}" if code else f"You said: {text}"
+    explain = chat.Action(
+        name="explain", payload={"function": "greet"}, label="Explain it", tooltip="What it does"
+    )
+    streamed = chat.Message(actions=[explain] if code else None)
     for word in reply.split(" "):
         await streamed.stream_token(word + " ")
     await streamed.send()
+
+
+@chat.action_callback("explain")
+async def explain(action: chat.Action) -> None:
+    await chat.Message(f"`{action.payload['function']}` returns a greeting for the name it is given.").send()
 
 
 @chat.on_feedback

@@ -107,6 +107,17 @@ def blocks_for_uploads(owner: User, upload_ids: list[uuid.UUID]) -> list[dict[st
     return [images.block_from_bytes(bytes(found[i].data)) for i in upload_ids]
 
 
+def uploads_of(owner: User, upload_ids: list[uuid.UUID], *, with_data: bool = False) -> list[Upload]:
+    """The caller's uploads among ``upload_ids``, in the order named (another user's and
+    unknown ids are left out). Without ``with_data`` the bytes are not read. For readers
+    outside this app (``sessions_app.asks``: the files a user gives an ``AskFileMessage``)."""
+    rows = Upload.objects.filter(owner=owner, pk__in=upload_ids)
+    if not with_data:
+        rows = rows.defer("data")
+    found = {u.id: u for u in rows}
+    return [found[i] for i in upload_ids if i in found]
+
+
 # --- one photo back by its reference ------------------------------------------------------
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app import lifecycle
+from sessions_app import actions, asks, lifecycle
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 FRAME_ENVELOPE = 1024
 # Events whose payload is ignored or tiny, and names the endpoint does not serve.
 SMALL_FRAME = 4096
+# Asks sent to one socket whose acknowledgement is still awaited, at most.
+MAX_ASKS_BY_ACK = 64
 
 
 class ChatConsumer(SocketIOConsumer):
@@ -30,6 +32,10 @@ class ChatConsumer(SocketIOConsumer):
     thread_group: str | None = None  # the bus of the thread this socket shows
     # The session's numbered events, for a client that asked for offsets (``replay``).
     stream: SessionStream | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.asks_by_ack: dict[int, uuid.UUID] = {}  # ack id of an ``ask`` sent -> the ask
 
     def accepting_connections(self) -> bool:
         return not heartbeat.draining
@@ -41,7 +47,7 @@ class ChatConsumer(SocketIOConsumer):
         ``CHAT_SETTINGS_MAX_BYTES`` of UTF-8 JSON, come in at most three times that (a client
         may write each non-ASCII character as a six-byte escape); other events, and names
         written with escapes (which no client does), fit in ``SMALL_FRAME``."""
-        if event in ("client_message", "edit_message"):
+        if event in ("client_message", "edit_message", "ask_answer"):  # a text answer is a message
             return int(self.max_payload)
         if event == "chat_settings_change":
             return min(int(self.max_payload), 3 * settings.CHAT_SETTINGS_MAX_BYTES + FRAME_ENVELOPE)
@@ -122,6 +128,9 @@ class ChatConsumer(SocketIOConsumer):
         except lifecycle.BadRequest as bad:
             await self.emit_error(str(bad), event=event, ack_id=ack_id, details=bad.details)
             return
+        except (asks.AskRefused, actions.ActionRefused) as bad:
+            await self.emit_error(str(bad), event=event, ack_id=ack_id)
+            return
         live = self.live
         await self._follow_thread(live.thread_id if live and live.has_first_interaction else None)
         await self.ack(ack_id, answer)
@@ -145,7 +154,31 @@ class ChatConsumer(SocketIOConsumer):
             "chat_settings_change": lifecycle.chat_settings_change,
             "stop": lambda live, _payload: lifecycle.stop(live),
             "clear_session": lambda live, _payload: lifecycle.clear_session(live),
+            "ask_answer": asks.answer_event,
+            "action_call": actions.call,
         }
+
+    # --- asks answered by acknowledgement (Chainlit's way) ----------------------------------
+
+    async def emit(self, event: str, *args: Any) -> None:
+        """``ask`` goes out as a call: its acknowledgement is an answer (``socketio_ack``)."""
+        spec = args[0].get("spec") if event == "ask" and args and isinstance(args[0], dict) else None
+        if not isinstance(spec, dict) or not spec.get("askId"):
+            await super().emit(event, *args)
+            return
+        ack_id = await self.call(event, *args)
+        self.asks_by_ack[ack_id] = uuid.UUID(spec["askId"])
+        while len(self.asks_by_ack) > MAX_ASKS_BY_ACK:
+            del self.asks_by_ack[next(iter(self.asks_by_ack))]
+
+    async def socketio_ack(self, ack_id: int, args: list[Any]) -> None:
+        ask_id = self.asks_by_ack.pop(ack_id, None)
+        if ask_id is None or self.live is None or self.live.cleared:
+            return
+        try:
+            await asks.answer_ack(self.live, ask_id, args)
+        except asks.AskRefused as bad:
+            await self.emit_error(str(bad), event="ask")
 
     # --- channel layer messages -------------------------------------------------------------
 
@@ -163,6 +196,15 @@ class ChatConsumer(SocketIOConsumer):
 
     async def session_emit(self, message: dict[str, Any]) -> None:
         await self.deliver(message.get("offset"), message["event"], message["args"])
+
+    async def session_action(self, message: dict[str, Any]) -> None:
+        """A click sent over HTTP (``action_views``) for this socket's session."""
+        if self.live is None or self.live.cleared:
+            return
+        try:
+            await actions.call(self.live, message["click"])
+        except actions.ActionRefused as refused:
+            await self.emit_error(str(refused), event="action_call")
 
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import app_settings, chat_settings, hook_sends, inputs, limits, records
+from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
@@ -141,6 +141,11 @@ def _parse_user_env(raw: Any) -> dict[str, Any]:
 
 
 async def connection_successful(live: LiveSession) -> None:
+    await _connection_successful(live)
+    await asks.resend_open(live)  # an ask outlives a reconnect and a reload
+
+
+async def _connection_successful(live: LiveSession) -> None:
     hooks = load_app()
     engine_busy = (
         hooks.engine_runtime and live.has_first_interaction and await chats.watch(live.id, live.thread_id)
@@ -243,6 +248,9 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
         for step in await database_sync_to_async(records.take_deferred_steps)(live.id):
             await live.save_message(entry_of(step))
         await live.emit("first_interaction", {"interaction": text, "thread_id": str(live.thread_id)})
+
+
+first_interaction = _first_interaction  # for a text ask's reply and an action click (asks, actions)
 
 
 async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
@@ -436,6 +444,7 @@ async def _end(live: LiveSession) -> None:
     live.cleared = True
     await _cancel_turn(live)
     live.cancel_all()
+    await asks.close_for_session(live)
     hooks = load_app()
     await _call_in_session(live, hooks.on_chat_end)
     await live.persist()

@@ -209,10 +209,12 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NORMAL)
         elif packet.packet_type in (sio.BINARY_EVENT, sio.BINARY_ACK):
             await self.emit_error("binary packets are not supported", ack_id=packet.id)
-        elif packet.packet_type != sio.ACK:
+        elif packet.packet_type == sio.ACK:
+            if packet.id is not None:  # the answer to an event sent with ``call``
+                await self.socketio_ack(packet.id, packet.data if isinstance(packet.data, list) else [])
+        else:
             # CONNECT_ERROR is server-to-client only; other numbers are not packet types.
             await self.emit_error(f"unsupported packet type {packet.packet_type}")
-        # ACK packets answer server-side calls, which Tether does not make; they are ignored.
 
     async def _namespace_connect(self, namespace: str, auth: Any) -> None:
         if namespace != self.namespace:
@@ -244,6 +246,16 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     async def emit(self, event: str, *args: Any) -> None:
         """Send an event to this socket."""
         await self._send_packet(sio.Packet(sio.EVENT, [event, *args], binary=False))
+
+    async def call(self, event: str, *args: Any) -> int:
+        """Send an event that asks the client for an acknowledgement; returns its ack id (the
+        answer arrives in ``socketio_ack``)."""
+        self._last_call_id = getattr(self, "_last_call_id", 0) + 1
+        await self._send_packet(sio.Packet(sio.EVENT, [event, *args], id=self._last_call_id, binary=False))
+        return self._last_call_id
+
+    async def socketio_ack(self, ack_id: int, args: list[Any]) -> None:
+        """The client acknowledged an event sent with ``call``; subclasses use it."""
 
     async def ack(self, ack_id: int | None, *args: Any) -> None:
         """Answer a client's acknowledgement request; a no-op when none was asked for."""

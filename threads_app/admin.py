@@ -1,4 +1,4 @@
-"""Admin views of threads, steps, accepted sends and feedback, for inspection (the box's admin lives in
+"""Admin views of threads, steps, accepted sends, feedback and asks, for inspection (the box's admin lives in
 ``sessions_app.admin``: it checks engine options against the runtime's engines). Fields the
 runtime owns are read-only."""
 
@@ -13,7 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
-from threads_app.models import AcceptedMessage, Feedback, Step, Thread
+from threads_app.models import AcceptedMessage, Ask, Feedback, Step, Thread
 
 if TYPE_CHECKING:
     from django_stubs_ext import WithAnnotations
@@ -201,3 +201,42 @@ class FeedbackAdmin(admin.ModelAdmin):
     @admin.display(ordering="user__username", description="user")
     def user_link(self, feedback: Feedback) -> SafeString:
         return _change_link("admin:auth_user_change", feedback.user_id, feedback.user.get_username())
+
+
+@admin.register(Ask)
+class AskAdmin(admin.ModelAdmin):
+    """View only: the questions apps asked, whether and how they were answered (an ask stuck
+    ``open`` past its deadline belonged to a process that died; nobody waits for it)."""
+
+    list_display = ("question", "kind", "state", "user", "thread_id", "deadline", "created_at")
+    list_filter = ("kind", "state", "created_at")
+    search_fields = ("=thread_id", "=session_id", "=step_id")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "id",
+        "kind",
+        "state",
+        "user",
+        "thread_id",
+        "session_id",
+        "step_id",
+        "spec",
+        "message",
+        "answer",
+        "deadline",
+        "created_at",
+        "closed_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Ask]:
+        return super().get_queryset(request).select_related("user")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Ask | None = None) -> bool:
+        return False
+
+    @admin.display(description="question")
+    def question(self, ask: Ask) -> str:
+        return Truncator(str(ask.message.get("output") or "")).chars(60)

@@ -231,3 +231,48 @@ class Feedback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_value_display()} on {self.step_id}"
+
+
+class Ask(models.Model):
+    """A question an app asked (``chat.AskUserMessage`` and friends) and waits for.
+
+    Kept here rather than in a socket's memory so that it outlives the socket it was sent to:
+    a reconnect or a reload shows it again, any tab of the thread (any process) can answer it,
+    and the answer is claimed with one conditional UPDATE (``state='open'``), so two tabs that
+    answer at once make one answer. ``thread_id`` and ``session_id`` are plain ids: an app may
+    ask in ``on_chat_start``, before the thread row exists.
+    """
+
+    class State(models.TextChoices):
+        OPEN = "open"
+        ANSWERED = "answered"
+        TIMED_OUT = "timed_out"
+        CANCELLED = "cancelled"  # a stop, the session's end, or a "New chat"
+
+    class Kind(models.TextChoices):
+        TEXT = "text"
+        ACTION = "action"
+        FILE = "file"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    thread_id = models.UUIDField(db_index=True)
+    session_id = models.UUIDField(db_index=True)
+    # The question's message step (Chainlit's ``spec.step_id``).
+    step_id = models.UUIDField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # Chainlit's spec without its timeout (``keys``, ``accept``, ``max_size_mb``, ``max_files``).
+    spec = models.JSONField(default=dict, blank=True)
+    # The question's StepDict as sent (what a reconnecting tab is shown again).
+    message = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
+    answer = models.JSONField(null=True, blank=True)
+    deadline = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["thread_id", "state"], name="ask_thread_state")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} ask {self.id} ({self.state})"

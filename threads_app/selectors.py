@@ -21,6 +21,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from threads_app import content_filters
+from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
@@ -268,7 +269,7 @@ def thread_summary(thread: Thread) -> dict[str, Any]:
 
 
 def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
-    """What a client needs to show a thread: ``{thread, entries, pending, failed}``.
+    """What a client needs to show a thread: ``{thread, entries, pending, failed, asks}``.
 
     ``entries`` is the transcript (the last ``limit`` steps when given), ``pending`` the sends
     accepted but not yet transcribed, ``failed`` the latest sends that never will be (dropped
@@ -284,7 +285,14 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
         if limit is None
         else last_step_dicts(thread.pk, limit, viewer_id=viewer)
     )
-    return {"thread": thread_summary(thread), "entries": entries, "pending": pending, "failed": failed}
+    return {
+        "thread": thread_summary(thread),
+        "entries": entries,
+        "pending": pending,
+        "failed": failed,
+        # Questions the app still waits for: a reloaded page shows them again.
+        "asks": thread_ask_events(thread.owner_id, thread.pk),
+    }
 
 
 # --- accepted sends, for the runtime ------------------------------------------------------------

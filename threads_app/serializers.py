@@ -183,6 +183,11 @@ class BootstrapSerializer(serializers.Serializer[Any]):
         read_only=True,
         help_text=f"The latest {FAILED_LIMIT} sends that were never transcribed, oldest first.",
     )
+    asks = serializers.ListField(
+        child=serializers.DictField(),
+        read_only=True,
+        help_text="The app's open questions, as the socket's ``ask`` event: {msg, spec}.",
+    )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         return instance

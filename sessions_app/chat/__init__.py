@@ -5,10 +5,13 @@ async def reply(message: chat.Message) -> None:
     await chat.Message(content=f"You said {message.content}").send()
 """
 
+from sessions_app.chat.actions import Action
+from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
 from sessions_app.chat.chat_settings import ChatSettings
 from sessions_app.chat.context import chat_context, current_session, user_session
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
+    action_callback,
     on_chat_end,
     on_chat_resume,
     on_chat_start,
@@ -36,6 +39,11 @@ from sessions_app.chat.profiles import ChatProfile, Starter
 from sessions_app.chat.step import Step, step
 
 __all__ = [
+    "Action",
+    "AskActionMessage",
+    "AskFile",
+    "AskFileMessage",
+    "AskUserMessage",
     "ChatProfile",
     "ChatSettings",
     "Checkbox",
@@ -51,6 +59,7 @@ __all__ = [
     "Switch",
     "Tags",
     "TextInput",
+    "action_callback",
     "chat_context",
     "current_session",
     "on_chat_end",

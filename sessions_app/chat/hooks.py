@@ -8,7 +8,7 @@ import importlib
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 from django.conf import settings
@@ -32,10 +32,13 @@ class Hooks:
     set_chat_profiles: Hook | None = None
     # Messages go to the box's engine runtime (queue, drain, transcript) instead of on_message.
     engine_runtime: bool = False
+    # ``@chat.action_callback(name)``: what a click on an action button of that name runs.
+    action_callbacks: dict[str, Hook] = field(default_factory=dict)
 
     def clear(self) -> None:
-        for field in fields(self):
-            setattr(self, field.name, field.default)
+        for each in fields(self):
+            default = each.default_factory() if each.default is MISSING else each.default  # type: ignore[misc]
+            setattr(self, each.name, default)
 
 
 registry = Hooks()
@@ -76,6 +79,17 @@ on_feedback = _register("on_feedback")
 # ``async def f(user) -> list[chat.Starter]`` / ``list[chat.ChatProfile]`` (the user optional).
 set_starters = _register("set_starters")
 set_chat_profiles = _register("set_chat_profiles")
+
+
+def action_callback(name: str) -> Callable[[Hook], Hook]:
+    """``@chat.action_callback("name")``: run ``async def f(action)`` when an action button of
+    that name is clicked (in the clicking tab's session, serialised with its turns)."""
+
+    def decorator(func: Hook) -> Hook:
+        registry.action_callbacks[name] = func
+        return func
+
+    return decorator
 
 
 def use_engine_runtime() -> None:

@@ -4,6 +4,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
 from threads_app.wire import iso
 
@@ -21,6 +22,7 @@ class Message:
         parent_id: uuid.UUID | str | None = None,
         metadata: dict[str, Any] | None = None,
         is_error: bool = False,
+        actions: list[Action] | None = None,
     ) -> None:
         self.id = uuid.UUID(str(id)) if id else uuid.uuid4()
         self.content = content
@@ -33,6 +35,10 @@ class Message:
         self.thread_id: uuid.UUID | None = None
         self.seq: int | None = None
         self.streaming = False
+        # Buttons under the message (``chat.Action``), kept in its step's metadata.
+        self.actions: list[Action] = list(actions or [])
+        for action in self.actions:
+            action.attach(self)
 
     def __repr__(self) -> str:
         return f"Message(id={self.id}, type={self.type!r}, content={self.content[:40]!r})"
@@ -47,6 +53,7 @@ class Message:
             parent_id=step.get("parentId"),
             metadata=step.get("metadata") or {},
             is_error=bool(step.get("isError")),
+            actions=[Action.from_dict(a) for a in (step.get("metadata") or {}).get("actions") or []],
         )
         message.seq = step.get("seq")
         if step.get("createdAt"):
@@ -56,6 +63,8 @@ class Message:
     def to_dict(self) -> dict[str, Any]:
         """The StepDict clients receive."""
         created = iso(self.created_at)
+        if self.actions or "actions" in self.metadata:
+            self.metadata = {**self.metadata, "actions": [a.to_dict() for a in self.actions]}
         return {
             "id": str(self.id),
             "threadId": str(self.thread_id) if self.thread_id else None,
@@ -82,6 +91,8 @@ class Message:
         self.streaming = False
         await session.save_message(self)
         await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
+        for action in self.actions:  # Chainlit's clients learn of actions one by one
+            await session.emit("action", action.to_dict())
         return self
 
     async def stream_token(self, token: str, *, is_sequence: bool = False) -> None:
@@ -107,6 +118,11 @@ class Message:
         await session.save_message(self)
         await session.emit("update_message", self.to_dict())
         return self
+
+    async def remove_actions(self) -> None:
+        """Take every button off the message."""
+        for action in list(self.actions):
+            await action.remove()
 
     async def remove(self) -> None:
         session = require_session()

@@ -72,6 +72,13 @@ async def test_axe_finds_nothing_on_the_chat_page_with_every_feature_in_both_the
         await check_both_themes(chat, "conversation")
         await chat.assert_clean()
 
+        # A question: the ask panel above the message box and the choices under the question.
+        await chat.send("quiz")
+        await expect(chat.locator("#ask-panel")).to_be_visible()
+        await expect(chat.locator("#transcript .ask-choice").first).to_be_visible()
+        await check_both_themes(chat, "ask")
+        await chat.assert_clean()
+
         # The check can fail: a photo without a text alternative is found.
         await chat.page.evaluate(
             "document.querySelector('#transcript').append(Object.assign(document.createElement('img'),"

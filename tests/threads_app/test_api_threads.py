@@ -385,7 +385,8 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
 
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"thread", "entries", "pending", "failed"}
+    assert set(body) == {"thread", "entries", "pending", "failed", "asks"}
+    assert body["asks"] == []  # no question of the app waits for an answer
     assert set(body["thread"]) == THREAD_KEYS
     assert body["thread"]["id"] == str(thread.id)
     assert body["thread"]["steps"] == []

@@ -10,6 +10,7 @@
 
 import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
+import { Asks } from "./asks.js";
 import { FeedbackControls } from "./feedback.js";
 import { gettext, interpolate } from "./i18n.js";
 import { reconcilePending } from "./reconcile.js";
@@ -113,10 +114,13 @@ const chatSettings = new ChatSettingsPanel(dom.input, {
     }),
 });
 
-/** Draw a step into its element, with its feedback bar when it takes one. */
+let asks = null; // action buttons and the app's questions (asks.js), made with the socket
+
+/** Draw a step into its element, with its feedback bar and buttons when it takes them. */
 function draw(node, step) {
   fillStep(node, step);
   feedback.decorate(node, step);
+  asks?.decorate(node, step);
 }
 
 // --- the transcript on screen -------------------------------------------------------------
@@ -137,6 +141,7 @@ function place(step) {
   else {
     node = stepElement(step);
     feedback.decorate(node, step);
+    asks?.decorate(node, step);
     elements.set(step.id, node);
   }
   // A step nested in a step on the page goes into that step's children (steps.js).
@@ -303,6 +308,7 @@ async function loadThread() {
     setTitle(data.thread.name);
     addPending(openSends(data));
     applySteps(data.entries, { read: true });
+    for (const ask of data.asks ?? []) asks.show(ask); // a question still waiting for the user
   } catch (error) {
     notify(
       error.status === 404
@@ -364,6 +370,7 @@ const socket = io({
   auth: (send) => send(authPayload()),
 });
 let connectedBefore = false;
+asks = new Asks({ socket, form: dom.form, input: dom.input, onError: (text) => notify(text) });
 let leaving = false;
 
 socket.onAny((event, ...args) => {
@@ -463,6 +470,12 @@ socket.on("update_message", (step) => applySteps([step]));
 socket.on("delete_message", removeStep);
 socket.on("stream_start", (step) => applySteps([{ ...step, streaming: true }]));
 socket.on("stream_token", onToken);
+socket.on("ask", (payload) => {
+  if (payload?.msg?.id) applySteps([payload.msg]);
+  asks.show(payload);
+});
+socket.on("clear_ask", (data) => asks.clear(data));
+socket.on("remove_action", (action) => asks.removeAction(action));
 socket.on("chat-user-message", (data) => {
   // A send made elsewhere (another tab, the HTTP API) for the thread on screen.
   if (!data?.messageId || (state.threadId && data.threadId !== state.threadId)) return;
@@ -487,6 +500,14 @@ socket.on("error", (data) => {
 let sendChain = Promise.resolve(); // sends leave in the order they were made
 
 function submit() {
+  if (asks.answeringText()) {
+    // The app asked a question: the text is its answer (asks.js), not a new message.
+    if (!dom.input.value.trim()) return;
+    asks.answerText(dom.input.value);
+    dom.input.value = "";
+    autosize();
+    return;
+  }
   const text = dom.input.value;
   const files = state.files;
   if (!text.trim() && files.length === 0) return;
