@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('threads_app', '0005_step_message_search'),
+        ('threads_app', '0006_step_input'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
