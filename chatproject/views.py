@@ -3,6 +3,7 @@
 import uuid
 from typing import cast
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
@@ -51,8 +52,15 @@ def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
         "threadId": str(thread.pk) if thread else None,
         "threadName": thread.name if thread else "",
         "chatProfile": thread.chat_profile if thread else "",
+        # What the composer lets users attach (the upload endpoint checks it again, by content).
+        "uploads": {"accept": settings.UPLOAD_ALLOWED_TYPES, "maxBytes": settings.UPLOAD_MAX_BYTES},
     }
-    context = {"thread": thread, "chat_config": config, "feedback_comment_max": FEEDBACK_COMMENT_MAX}
+    context = {
+        "thread": thread,
+        "chat_config": config,
+        "feedback_comment_max": FEEDBACK_COMMENT_MAX,
+        "photos_only": all(t.startswith("image/") for t in settings.UPLOAD_ALLOWED_TYPES),
+    }
     response = render(request, "chat.html", context)
     response["Content-Security-Policy"] = CHAT_PAGE_CSP
     return response

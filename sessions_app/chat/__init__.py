@@ -6,6 +6,7 @@ async def reply(message: chat.Message) -> None:
 """
 
 from sessions_app.chat.context import chat_context, current_session, user_session
+from sessions_app.chat.elements import Element, File, Image, Pdf, Plotly, Text
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
     on_chat_end,
@@ -24,9 +25,15 @@ from sessions_app.chat.profiles import ChatProfile, Starter
 
 __all__ = [
     "ChatProfile",
+    "Element",
     "Feedback",
+    "File",
+    "Image",
     "Message",
+    "Pdf",
+    "Plotly",
     "Starter",
+    "Text",
     "chat_context",
     "current_session",
     "on_chat_end",

@@ -2,10 +2,13 @@
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessions_app.chat.context import require_session
 from threads_app.wire import iso
+
+if TYPE_CHECKING:
+    from sessions_app.chat.elements import Element
 
 
 class Message:
@@ -21,6 +24,7 @@ class Message:
         parent_id: uuid.UUID | str | None = None,
         metadata: dict[str, Any] | None = None,
         is_error: bool = False,
+        elements: "list[Element] | None" = None,
     ) -> None:
         self.id = uuid.UUID(str(id)) if id else uuid.uuid4()
         self.content = content
@@ -29,6 +33,8 @@ class Message:
         self.parent_id = uuid.UUID(str(parent_id)) if parent_id else None
         self.metadata = metadata or {}
         self.is_error = is_error
+        # Files attached to the message: sent after it (``send``), or a user's uploads.
+        self.elements: list[Element] = list(elements or [])
         self.created_at: datetime | None = None
         self.thread_id: uuid.UUID | None = None
         self.seq: int | None = None
@@ -82,6 +88,8 @@ class Message:
         self.streaming = False
         await session.save_message(self)
         await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
+        for element in self.elements:
+            await element.send(for_id=self.id)
         return self
 
     async def stream_token(self, token: str, *, is_sequence: bool = False) -> None:
