@@ -14,7 +14,12 @@ from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
 
 # The chat page loads only its own scripts and styles, and talks only to its own origin: a
-# message that slipped past the sanitiser could still run nothing.
+# message that slipped past the sanitiser could still run nothing. Elements need no
+# relaxation: a PDF is framed from this origin (default-src 'self'; the element endpoint sends
+# it with ``Content-Security-Policy: sandbox``), and plotly.js, which would insert its
+# stylesheet as an inline <style>, gets it as a static file instead (tether/elements.js), so
+# ``style-src`` stays 'self' (its per-element styles are set through the CSSOM, which the
+# policy allows).
 CHAT_PAGE_CSP = "; ".join(
     [
         "default-src 'self'",

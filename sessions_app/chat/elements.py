@@ -60,11 +60,13 @@ class Element:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, display={self.display!r})"
 
-    # Chainlit's per-type fields; subclasses set the ones they have.
-    def _extra_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> dict[str, Any]:
+        """Chainlit's per-type fields, as the record keeps them; subclasses add theirs."""
         return {}
 
-    async def _data(self) -> bytes | None:
+    async def read_content(self) -> bytes | None:
+        """The bytes to store: ``content`` (text as UTF-8), else the file at ``path``; None
+        for an element given by ``url``."""
         if self.content is not None:
             return self.content.encode() if isinstance(self.content, str) else bytes(self.content)
         if self.path is not None:
@@ -77,7 +79,7 @@ class Element:
         session = require_session()
         if for_id:
             self.for_id = uuid.UUID(str(for_id))
-        data = await self._data()
+        data = await self.read_content()
         self.thread_id = session.thread_id
         record = await database_sync_to_async(element_service.create_element)(
             owner_id=session.user.pk,
@@ -91,7 +93,7 @@ class Element:
             url=self.url or "",
             mime=self.mime,
             props=self.props,
-            **self._extra_fields(),
+            **self.record_fields(),
         )
         self.mime = record.mime
         self.size_bytes = record.size
@@ -120,7 +122,7 @@ class Image(Element):
         super().__init__(name, **kwargs)
         self.size: str = size
 
-    def _extra_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> dict[str, Any]:
         return {"image_size": self.size}
 
 
@@ -140,7 +142,7 @@ class Pdf(Element):
         super().__init__(name, **kwargs)
         self.page: int | None = page
 
-    def _extra_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> dict[str, Any]:
         return {"page": self.page}
 
 
@@ -154,7 +156,7 @@ class Text(Element):
         super().__init__(name, **kwargs)
         self.language: str | None = language
 
-    def _extra_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> dict[str, Any]:
         return {"language": self.language or ""}
 
 
@@ -171,7 +173,7 @@ class Plotly(Element):
         super().__init__(name, **kwargs)
         self.size: str = size
 
-    def _extra_fields(self) -> dict[str, Any]:
+    def record_fields(self) -> dict[str, Any]:
         return {"image_size": self.size}
 
 

@@ -13,7 +13,7 @@ from sessions_app import chat
 SENT: dict[str, list[chat.Element]] = {}
 
 
-def png(width: int = 24, height: int = 16, rgb: tuple[int, int, int] = (45, 91, 227)) -> bytes:
+def png(width: int = 160, height: int = 96, rgb: tuple[int, int, int] = (45, 91, 227)) -> bytes:
     """A small solid PNG."""
 
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -75,7 +75,7 @@ async def answer(message: chat.Message) -> None:
     session_id = str(session.thread_id if session else "")
     if message.elements:
         seen = [
-            f"{e.name}|{e.mime}|{e.size_bytes}|{bytes(e.content or b'')[:12]!r}|{bool(e.path)}"
+            f"{e.name}|{e.mime}|{e.size_bytes}|{e.content[:12] if isinstance(e.content, bytes) else b''!r}|{bool(e.path)}"
             for e in message.elements
         ]
         await chat.Message("on_message saw: " + "; ".join(seen)).send()

@@ -29,7 +29,7 @@ ELEMENT_FIELDS = {
 
 @pytest.fixture(scope="module")
 def elements_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("elements")
+    return Path(tmp_path_factory.mktemp("elements"))
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,21 @@ if (typeof document !== "undefined" && !document.querySelector("link[data-elemen
 }
 let plotlyLoading = null;
 
-/** plotly.js, injected as a script from this origin the first time a plot is shown. */
+const PLOTLY_CSS = new URL("./vendor/plotly.css", import.meta.url).href;
+
+/** plotly.js, injected as a script from this origin the first time a plot is shown. Its
+ * stylesheet comes as a file too: plotly.js would insert it as an inline <style>, which the
+ * page's CSP refuses; a stylesheet with its id and the class `no-inline-styles` tells it not to. */
 function loadPlotly() {
   if (globalThis.Plotly) return Promise.resolve(globalThis.Plotly);
+  if (!document.getElementById("plotly.js-style-global")) {
+    const sheet = document.createElement("link");
+    sheet.id = "plotly.js-style-global";
+    sheet.className = "no-inline-styles";
+    sheet.rel = "stylesheet";
+    sheet.href = PLOTLY_CSS;
+    document.head.append(sheet);
+  }
   plotlyLoading ??= new Promise((resolve, reject) => {
     const script = document.createElement("script");
     script.src = PLOTLY_SRC;
@@ -62,11 +74,11 @@ function codeBlock(text, language) {
 }
 
 function downloadLink(element) {
-  const link = el("a", "element-file");
+  const link = el("a", "element-download");
   link.href = element.url;
   link.setAttribute("download", element.name ?? "");
-  link.append(icon("download"), el("span", "element-file-name", element.name));
-  if (element.bytes) link.append(el("span", "element-file-size", humanSize(element.bytes)));
+  link.append(icon("download"), el("span", "element-download-name", element.name));
+  if (element.bytes) link.append(el("span", "element-download-size", humanSize(element.bytes)));
   return link;
 }
 
