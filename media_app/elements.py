@@ -10,12 +10,14 @@ import hashlib
 import mimetypes
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.urls import reverse
+from django.utils import timezone
 
 from media_app import images, storage
 from media_app.models import Element, Upload
@@ -153,6 +155,19 @@ def delete_thread_elements(thread_id: uuid.UUID) -> int:
     """Delete a (deleted) thread's elements and their bytes; how many."""
     count = 0
     for element in Element.objects.filter(thread_id=thread_id):
+        element.delete()
+        count += 1
+    return count
+
+
+def purge_orphans(older_than: timedelta) -> int:
+    """Delete elements (and files) older than ``older_than`` whose thread was never created:
+    sent in ``on_chat_start`` by a chat that ended before its first message. How many."""
+    orphans = Element.objects.filter(created_at__lt=timezone.now() - older_than).exclude(
+        Exists(Thread.objects.filter(pk=OuterRef("thread_id")))
+    )
+    count = 0
+    for element in orphans:
         element.delete()
         count += 1
     return count

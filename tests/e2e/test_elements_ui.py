@@ -142,6 +142,10 @@ async def test_elements_are_shown_inline_and_in_the_side_panel_after_a_reload_to
     await chat.wait_reply("Elements sent.")
     await check_elements(chat, "62-elements-after-reload")
     await check_side_panel(chat, "63-elements-side-panel-after-reload")
+    # The dark theme (the system's, by default) draws them on its own palette.
+    await chat.page.emulate_media(color_scheme="dark")
+    await expect(chat.locator("html")).to_have_attribute("data-theme", "dark")
+    await chat.shot("65-elements-dark")
 
     assert await chat.page.evaluate("window.__csp") == []
     assert elsewhere == []

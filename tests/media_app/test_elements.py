@@ -5,11 +5,14 @@ take stored files with them (a removal, a deleted thread, the uploads purge)."""
 
 import uuid
 from datetime import timedelta
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from media_app import elements, files, storage
@@ -256,3 +259,17 @@ def test_a_thread_deleted_for_good_takes_its_elements_and_files(user, elements_d
     thread.delete()
     assert not Element.objects.filter(pk=element.pk).exists()
     assert not (elements_dir / element.storage_key).exists()
+
+
+def test_the_purge_deletes_elements_of_chats_that_never_made_a_thread(user, elements_dir) -> None:
+    kept_thread, _ = thread_services.ensure_thread(user, uuid.uuid4(), name="t")
+    kept = make_element(user, kept_thread.pk)
+    orphan = make_element(user, uuid.uuid4())  # sent in on_chat_start; the chat ended there
+    out = StringIO()
+    call_command("purge_uploads", "--hours", "1", stdout=out)
+    assert Element.objects.count() == 2  # both are younger than an hour
+    Element.objects.update(created_at=timezone.now() - timedelta(hours=2))
+    call_command("purge_uploads", "--hours", "1", stdout=out)
+    assert list(Element.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert not (elements_dir / orphan.storage_key).exists() and (elements_dir / kept.storage_key).exists()
+    assert "deleted 1 element(s) of chats that never started a thread" in out.getvalue()

@@ -239,3 +239,23 @@ async def test_a_users_file_reaches_on_message_and_the_thread(
     )
     assert "no upload" in answer["error"]
     await client.disconnect()
+
+
+async def test_another_tab_on_the_thread_gets_the_elements_too(elements_server: Any, make_user: Any) -> None:
+    user = make_user()
+    first = await signed_in(elements_server, user)
+    await first.start()
+    thread_id = (await first.send("hello"))["threadId"]
+    await first.wait_text("echo: hello")
+    second = ChatClient(elements_server.url, first.cookie)
+    await second.start(threadId=thread_id)
+    await second.wait_event("resume_thread")
+    await first.send("elements")
+    await first.wait_text("Elements sent.")
+    await second.wait_event("element", count=7)
+    assert second.named("element") == first.named("element")
+    await first.send("remove")
+    await second.wait_event("remove_element")
+    assert second.named("remove_element") == first.named("remove_element")
+    await first.disconnect()
+    await second.disconnect()
