@@ -69,6 +69,14 @@ class Figure:
 CODE = 'def hello():\n    return "world"  # ``` fences inside\n'
 
 
+@chat.on_chat_start
+async def start() -> None:
+    """With ``{"greet": true}`` in the user env: a welcome with a text element, sent before
+    the first message (before the thread exists)."""
+    if (chat.user_session.get("env") or {}).get("greet"):
+        await chat.Message("Welcome!", elements=[chat.Text(name="welcome.txt", content="hi there")]).send()
+
+
 @chat.on_message
 async def answer(message: chat.Message) -> None:
     session = chat.current_session.get()

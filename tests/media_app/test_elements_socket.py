@@ -259,3 +259,26 @@ async def test_another_tab_on_the_thread_gets_the_elements_too(elements_server: 
     assert second.named("remove_element") == first.named("remove_element")
     await first.disconnect()
     await second.disconnect()
+
+
+async def test_an_element_sent_before_the_thread_exists_is_kept_with_it(
+    elements_server: Any, make_user: Any
+) -> None:
+    user = make_user()
+    token = await api_token(user)
+    client = await signed_in(elements_server, user)
+    await client.start(userEnv=json.dumps({"greet": True}))
+    (welcome,) = await client.wait_event("element")
+    assert welcome["name"] == "welcome.txt" and welcome["type"] == "text"
+    # Served before the thread row exists (the element is the caller's).
+    status, _, body = await http(elements_server, token, "GET", welcome["url"])
+    assert status == 200 and body == b"hi there"
+    thread_id = (await client.send("hello"))["threadId"]
+    assert thread_id == welcome["threadId"]
+    await client.wait_text("echo: hello")
+    status, _, body = await http(elements_server, token, "GET", f"/api/threads/{thread_id}/bootstrap/")
+    read = json.loads(body)
+    assert [e["id"] for e in read["elements"]] == [welcome["id"]]
+    greeting = next(s for s in read["entries"] if s["output"] == "Welcome!")
+    assert welcome["forId"] == greeting["id"]
+    await client.disconnect()
