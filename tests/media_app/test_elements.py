@@ -16,8 +16,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from media_app import elements, files, storage
+from media_app.images import ImageRejected
 from media_app.models import Element, Upload
-from media_app.services import purge_uploads
+from media_app.services import blocks_for_uploads, purge_uploads
 from sessions_app import chat
 from sessions_app.chat.elements import figure_json
 from tests.apps.elements_app import Figure, pdf, png
@@ -273,3 +274,11 @@ def test_the_purge_deletes_elements_of_chats_that_never_made_a_thread(user, elem
     assert list(Element.objects.values_list("pk", flat=True)) == [kept.pk]
     assert not (elements_dir / orphan.storage_key).exists() and (elements_dir / kept.storage_key).exists()
     assert "deleted 1 element(s) of chats that never started a thread" in out.getvalue()
+
+
+def test_the_engine_runtime_refuses_a_file_that_is_not_a_photo(api, user, settings) -> None:
+    """The engine runtime's sends carry photos as image blocks; a PDF upload is named in vain."""
+    settings.UPLOAD_ALLOWED_TYPES = OTHER_TYPES
+    upload_id = uuid.UUID(post_file(api, pdf(), "r.pdf").json()["id"])
+    with pytest.raises(ImageRejected, match=f"upload {upload_id} is not a photo"):
+        blocks_for_uploads(user, [upload_id])
