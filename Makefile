@@ -9,9 +9,11 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 DEMO_USER ?= demo
 DEMO_PASSWORD ?= demo-password
-# Seconds per streamed word of the echo engine's replies in `make run` (0: full speed);
-# `make run ECHO_DEMO_PACE=0.15` makes streaming, Stop and queueing visible in the UI.
-ECHO_DEMO_PACE ?= 0
+# Seconds per streamed word of the echo engine's replies in `make run`: a demo pace, so that a
+# first look shows a reply streaming and leaves time to press Stop or queue a second message.
+# `make run ECHO_DEMO_PACE=0` streams at full speed. Only `make run`: the tests start their
+# own servers (settings default: 0), and `make cluster` runs at full speed.
+ECHO_DEMO_PACE ?= 0.08
 # daphne's 1 MiB WebSocket message cap applies to what the server sends too; a long thread's
 # resume_thread payload is bigger. Inbound frames are still limited by SOCKETIO_MAX_PAYLOAD.
 WS_MAX_MESSAGE ?= 33554432

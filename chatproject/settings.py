@@ -225,6 +225,7 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "sends": os.environ.get("SEND_THROTTLE_RATE", "120/min"),
         "uploads": os.environ.get("UPLOAD_THROTTLE_RATE", "30/min"),
+        "feedback": os.environ.get("FEEDBACK_THROTTLE_RATE", "60/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }

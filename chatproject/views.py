@@ -25,6 +25,10 @@ CHAT_PAGE_CSP = "; ".join(
         "default-src 'self'",
         "script-src 'self'",
         "style-src 'self'",
+        # KaTeX (math in messages, math.js) positions glyphs with style attributes, some set
+        # with setAttribute. A style attribute cannot run script; <style> elements and style
+        # sheets from elsewhere stay refused, and DOMPurify still strips style from messages.
+        "style-src-attr 'unsafe-inline'",
         "img-src 'self' data: blob:",
         "connect-src 'self'",
         "object-src 'none'",

@@ -36,6 +36,7 @@ from threads_app.models import FEEDBACK_COMMENT_MAX
 from threads_app.models import Feedback as FeedbackRecord
 from threads_app.parsers import BoundedJSONParser
 from threads_app.serializers import TextField
+from threads_app.throttling import ConfigurableRateThrottle
 
 
 class FeedbackValueField(serializers.IntegerField):
@@ -126,9 +127,17 @@ class FeedbackSchema(AutoSchema):
             self.method = "DELETE"
 
 
+class FeedbackRateThrottle(ConfigurableRateThrottle):
+    """Limits a user's feedback writes (``FEEDBACK_THROTTLE_RATE``, default ``60/min``): each
+    one is a database write and may run the app's ``on_feedback``."""
+
+    scope = "feedback"
+
+
 class FeedbackView(APIView):
     schema = FeedbackSchema()
     parser_classes = [BoundedJSONParser]  # JSON bodies only (the budget: MAX_REQUEST_BODY_BYTES)
+    throttle_classes = [FeedbackRateThrottle]
 
     @extend_schema(
         operation_id="feedback_update",

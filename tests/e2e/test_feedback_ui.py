@@ -73,15 +73,10 @@ async def _none_stored(user: Any) -> bool:
 async def test_thumbs_down_with_a_comment_survives_a_reload_and_can_be_changed_and_taken_back(
     app_server, open_chat, make_user
 ):
-    kind, server = app_server
+    kind, _server = app_server
     _, message, answer = APPS[kind]
     user = make_user()
     chat = await open_chat()
-    elsewhere: list[str] = []
-    chat.page.on(
-        "request",
-        lambda r: None if r.url.startswith((server.url, "data:", "blob:")) else elsewhere.append(r.url),
-    )
     await chat.sign_in(user)
     await chat.send(message)
     await chat.wait_reply(answer)
@@ -144,8 +139,7 @@ async def test_thumbs_down_with_a_comment_survives_a_reload_and_can_be_changed_a
     await expect(chat.reply(answer).locator(".feedback [aria-pressed='true']")).to_have_count(0)
     await expect(chat.reply(answer).locator(".feedback-up")).to_have_attribute("aria-pressed", "false")
 
-    assert elsewhere == [], f"the page asked another origin: {elsewhere}"
-    await chat.assert_clean()
+    await chat.assert_clean()  # other origins too
 
 
 async def test_escape_closes_the_feedback_dialog_without_giving_anything(app_server, open_chat, make_user):

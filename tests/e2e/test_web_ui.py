@@ -54,6 +54,11 @@ TIMEOUT_MS = 20_000
 
 # Runs before any script of every page.
 PAGE_PROBES = """
+window.__csp = [];
+// (A socket the test sends to the closed port while "the network is down" is its own doing.)
+document.addEventListener("securitypolicyviolation", (e) => {
+  if (!String(e.blockedURI).includes("127.0.0.1:9/")) window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
+});
 window.__sockets = [];
 window.__sent = [];
 const NativeWebSocket = window.WebSocket;
@@ -110,8 +115,16 @@ class Chat:
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         self.accept_dialogs = False
+        # Requests to anywhere but this server (the page must work offline, from one origin).
+        self.elsewhere: list[str] = []
         page.on("pageerror", lambda error: self.errors.append(str(error)))
         page.on("dialog", self._on_dialog)
+        page.on("request", self._on_request)
+
+    def _on_request(self, request) -> None:
+        # (chrome: and chrome-extension: are Chromium's built-in PDF viewer, in a frame of ours)
+        if not request.url.startswith((self.base_url, "data:", "blob:", "chrome:", "chrome-extension:")):
+            self.elsewhere.append(request.url)
 
     async def _on_dialog(self, dialog) -> None:
         self.dialogs.append(dialog.message)
@@ -251,10 +264,13 @@ class Chat:
         return payloads
 
     async def assert_clean(self) -> None:
-        """Nothing was ever shown twice, no script failed, no dialog opened."""
+        """Nothing was ever shown twice, no script failed, no dialog opened, the page broke no
+        rule of its Content-Security-Policy and asked nothing of another origin."""
         assert await self.page.evaluate("window.__duplicates") == []
         assert self.errors == []
         assert self.dialogs == []
+        assert await self.page.evaluate("window.__csp") == [], "Content-Security-Policy violations"
+        assert self.elsewhere == [], f"the page asked another origin: {self.elsewhere}"
 
 
 async def _page_opener(browser: Browser, base_url: str) -> AsyncIterator[Callable[..., Awaitable[Chat]]]:

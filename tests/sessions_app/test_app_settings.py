@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 
 from sessions_app import app_settings, chat
 from sessions_app.app_settings import choose_profile
@@ -95,7 +96,7 @@ async def test_the_hook_gets_the_user_when_it_takes_one(fresh_registry: None) ->
         return []
 
     await app_settings.app_starters(USER)
-    assert seen == [USER, "en-us"]
+    assert seen == [USER, django_settings.LANGUAGE_CODE] == [USER, "en"]  # the site's default
 
 
 async def test_a_failing_hook_is_logged_and_reads_as_no_starters(

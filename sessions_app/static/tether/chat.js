@@ -11,11 +11,11 @@
 import { io } from "./vendor/socket.io.esm.min.js";
 import * as api from "./api.js";
 import { FeedbackControls } from "./feedback.js";
+import { gettext, interpolate } from "./i18n.js";
 import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { Sidebar } from "./sidebar.js";
 import { ElementViews } from "./elements.js";
-import { gettext } from "./i18n.js";
 import { ChatStart } from "./starters.js";
 import { Transcript } from "./transcript.js";
 
@@ -265,7 +265,7 @@ function setRunning(running) {
 }
 
 function setTitle(name) {
-  const title = name || "New chat";
+  const title = name || gettext("New chat");
   dom.title.textContent = title;
   document.title = `${title} · Tether`;
 }
@@ -303,7 +303,11 @@ async function loadThread() {
     attached.add(data.elements);
     applySteps(data.entries, { read: true });
   } catch (error) {
-    notify(error.status === 404 ? "This chat no longer exists." : `Could not load the chat: ${error.message}`);
+    notify(
+      error.status === 404
+        ? gettext("This chat no longer exists.")
+        : interpolate(gettext("Could not load the chat: %(error)s"), { error: error.message }),
+    );
   }
   state.loaded = true;
   updateView();
@@ -319,7 +323,7 @@ async function refreshOpenSends() {
     addPending(openSends(data));
     applySteps(data.entries, { read: true });
   } catch (error) {
-    notify(`Could not read the chat's unsent messages: ${error.message}`);
+    notify(interpolate(gettext("Could not read the chat's unsent messages: %(error)s"), { error: error.message }));
   }
 }
 
@@ -331,7 +335,7 @@ async function catchUp() {
     applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq(), found), { read: true });
     attached.add(found);
   } catch (error) {
-    notify(`Could not catch up with the chat: ${error.message}`);
+    notify(interpolate(gettext("Could not catch up with the chat: %(error)s"), { error: error.message }));
   }
 }
 
@@ -400,8 +404,8 @@ socket.on("disconnect", (reason) => {
   if (leaving || reason === "io client disconnect") return;
   if (reason === "io server disconnect") {
     // The server let another connection of this session take over (a duplicated tab).
-    showBanner("This chat was opened in another tab or window.", {
-      label: "Continue here",
+    showBanner(gettext("This chat was opened in another tab or window."), {
+      label: gettext("Continue here"),
       run: () => {
         state.sessionId = uuid4();
         if (state.threadId) storage("set", SESSION_PREFIX + state.threadId, state.sessionId);
@@ -410,19 +414,22 @@ socket.on("disconnect", (reason) => {
     });
     return;
   }
-  showBanner("Connection lost. Reconnecting…");
+  showBanner(gettext("Connection lost. Reconnecting…"));
 });
 
 socket.on("connect_error", (error) => {
   if (socket.active) {
-    showBanner("Connection lost. Reconnecting…");
+    showBanner(gettext("Connection lost. Reconnecting…"));
   } else if (error.message === "authentication failed") {
-    showBanner("You are signed out.", {
-      label: "Sign in",
+    showBanner(gettext("You are signed out."), {
+      label: gettext("Sign in"),
       run: () => location.assign(`/accounts/login/?next=${encodeURIComponent(location.pathname)}`),
     });
   } else {
-    showBanner(`Could not connect: ${error.message}`, { label: "Retry", run: () => socket.connect() });
+    showBanner(interpolate(gettext("Could not connect: %(error)s"), { error: error.message }), {
+      label: gettext("Retry"),
+      run: () => socket.connect(),
+    });
   }
 });
 
@@ -445,7 +452,7 @@ socket.on("resume_thread", (thread) => {
   updateView();
 });
 socket.on("resume_thread_error", (message) => {
-  notify(`Couldn't resume this chat: ${message}`);
+  notify(interpolate(gettext("Couldn't resume this chat: %(error)s"), { error: message }));
   storage("remove", SESSION_PREFIX + state.threadId);
   state.threadId = null;
   history.replaceState(null, "", "/");
@@ -476,7 +483,7 @@ socket.on("message_failed", (data) => {
   }
   setPending(data.messageId, { state: "failed", reason: data.reason ?? "" });
 });
-socket.on("error", (data) => notify(data?.message ?? "Something went wrong."));
+socket.on("error", (data) => notify(data?.message ?? gettext("Something went wrong.")));
 
 // --- sending ------------------------------------------------------------------------------
 
@@ -519,7 +526,8 @@ async function prepare(item) {
       const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
       fileReferences = uploaded.map((u) => ({ id: u.id }));
     } catch (error) {
-      setPending(item.id, { state: "failed", error: `the upload failed (${error.message})` });
+      const why = interpolate(gettext("the upload failed (%(error)s)"), { error: error.message });
+      setPending(item.id, { state: "failed", error: why });
       return;
     }
   }
@@ -542,7 +550,7 @@ function flushOutbox() {
 function onAck(id, answer) {
   if (!state.outbox.delete(id) && !state.pending.some((p) => p.id === id)) return;
   if (!answer || answer.error) {
-    setPending(id, { state: "failed", error: answer?.error ?? "no answer" });
+    setPending(id, { state: "failed", error: answer?.error ?? gettext("no answer") });
     return;
   }
   adoptThread(answer.threadId);
@@ -643,7 +651,7 @@ function renderAttachments() {
     const remove = el("button", "icon-button");
     remove.append(icon("close"));
     remove.type = "button";
-    remove.setAttribute("aria-label", `Remove ${file.name}`);
+    remove.setAttribute("aria-label", interpolate(gettext("Remove %(name)s"), { name: file.name }));
     remove.addEventListener("click", () => {
       state.files = state.files.filter((_, i) => i !== index);
       renderAttachments();

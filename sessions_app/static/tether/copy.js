@@ -2,6 +2,8 @@
 // assistant wrote it). The button says "Copied" for a moment, and the page's status region
 // (#copy-status, aria-live) says it to screen readers.
 
+import { gettext } from "./i18n.js";
+
 const RESET_MS = 2000;
 
 /**
@@ -55,17 +57,17 @@ export function copyButton({ className, label, text }) {
   const button = document.createElement("button");
   button.type = "button";
   button.className = className;
-  button.textContent = "Copy";
+  button.textContent = gettext("Copy");
   button.setAttribute("aria-label", label);
   let timer = null;
   button.addEventListener("click", async () => {
     const copied = await copyText(text());
-    button.textContent = copied ? "Copied" : "Copy failed";
+    button.textContent = copied ? gettext("Copied") : gettext("Copy failed");
     button.toggleAttribute("data-copied", copied);
-    announce(copied ? "Copied to the clipboard" : "Could not copy: select the text and copy it by hand");
+    announce(copied ? gettext("Copied to the clipboard") : gettext("Could not copy: select the text and copy it by hand"));
     clearTimeout(timer);
     timer = setTimeout(() => {
-      button.textContent = "Copy";
+      button.textContent = gettext("Copy");
       button.removeAttribute("data-copied");
     }, RESET_MS);
   });

@@ -8,11 +8,12 @@
 // reopens the dialog for the verdict given.
 
 import * as api from "./api.js";
+import { gettext, interpolate } from "./i18n.js";
 import { el, icon } from "./render.js";
 
 const VERDICTS = {
-  1: { name: "up", label: "Good reply", title: "Thumbs up" },
-  0: { name: "down", label: "Bad reply", title: "Thumbs down" },
+  1: { name: "up", label: gettext("Good reply"), title: gettext("Thumbs up") },
+  0: { name: "down", label: gettext("Bad reply"), title: gettext("Thumbs down") },
 };
 
 /** Whether a step takes feedback: a finished assistant reply the server has stored. */
@@ -85,7 +86,7 @@ export class FeedbackControls {
   makeBar(stepId) {
     const bar = el("div", "feedback");
     bar.setAttribute("role", "group");
-    bar.setAttribute("aria-label", "Feedback on this reply");
+    bar.setAttribute("aria-label", gettext("Feedback on this reply"));
     bar.dataset.stepId = stepId;
     for (const value of [1, 0]) {
       const { name, label, title } = VERDICTS[value];
@@ -100,7 +101,7 @@ export class FeedbackControls {
       button.addEventListener("click", () => this.pick(stepId, value));
       bar.append(button);
     }
-    const edit = el("button", "link-button feedback-edit", "Edit comment");
+    const edit = el("button", "link-button feedback-edit", gettext("Edit comment"));
     edit.type = "button";
     edit.addEventListener("click", () => {
       const given = this.byStep.get(stepId);
@@ -121,15 +122,15 @@ export class FeedbackControls {
       button.setAttribute("aria-pressed", String(pressed));
       button.disabled = disabled;
       const { label } = VERDICTS[button.dataset.value];
-      button.setAttribute("aria-label", pressed ? `${label} (given; press to take it back)` : label);
+      button.setAttribute("aria-label", pressed ? interpolate(gettext("%(verdict)s (given; press to take it back)"), { verdict: label }) : label);
     }
     const comment = bar.querySelector(".feedback-comment");
-    comment.textContent = given?.comment ? `“${given.comment}”` : "";
+    comment.textContent = given?.comment ? interpolate(gettext("“%(comment)s”"), { comment: given.comment }) : "";
     comment.hidden = !given?.comment;
     const edit = bar.querySelector(".feedback-edit");
     edit.hidden = !given;
     edit.disabled = disabled;
-    edit.textContent = given?.comment ? "Edit comment" : "Add a comment";
+    edit.textContent = given?.comment ? gettext("Edit comment") : gettext("Add a comment");
   }
 
   pick(stepId, value) {
@@ -142,7 +143,7 @@ export class FeedbackControls {
     this.asking = { stepId, value };
     const given = this.byStep.get(stepId);
     const { title } = VERDICTS[value];
-    this.dialog.querySelector("[data-title]").textContent = `${title}: anything to add?`;
+    this.dialog.querySelector("[data-title]").textContent = interpolate(gettext("%(verdict)s: anything to add?"), { verdict: title });
     this.dialog.dataset.value = String(value);
     const text = this.dialog.querySelector("textarea");
     text.value = given?.value === value ? (given.comment ?? "") : "";
@@ -187,7 +188,7 @@ export class FeedbackControls {
     try {
       await work();
     } catch (error) {
-      this.onError(`Could not save your feedback: ${error.message}`);
+      this.onError(interpolate(gettext("Could not save your feedback: %(error)s"), { error: error.message }));
     } finally {
       this.busy.delete(stepId);
       this.redraw(stepId);

@@ -8,6 +8,8 @@
 // never compares them with the transcript; reconcilePending does, and it also merges the copies
 // of one send into the one entry the page shows.
 
+import { gettext, interpolate } from "./i18n.js";
+
 /** The message ids a transcript step transcribes: a user step's own id and its acceptedIds. */
 export function transcribedIds(step) {
   if (!step || step.type !== "user_message") return [];
@@ -73,17 +75,17 @@ export function reconcilePending(pending, entries) {
 }
 
 const LABELS = {
-  sending: "Sending…",
-  pending: "Pending",
-  queued: "Queued: waits for the reply in progress",
+  sending: gettext("Sending…"),
+  pending: gettext("Pending"),
+  queued: gettext("Queued: waits for the reply in progress"),
 };
 
 // Why the server did not answer a send (AcceptedMessage.Failure), as the page says it.
 const FAILURES = {
-  stopped: "stopped before it was answered",
-  limit: "refused by a limit",
-  engine: "the assistant could not take it",
-  server: "the server could not run it",
+  stopped: gettext("stopped before it was answered"),
+  limit: gettext("refused by a limit"),
+  engine: gettext("the assistant could not take it"),
+  server: gettext("the server could not run it"),
 };
 
 /**
@@ -94,5 +96,5 @@ export function pendingStatus(item) {
   const state = item?.state in RANK ? item.state : "pending";
   if (state !== "failed") return { state, label: LABELS[state], canRetry: false };
   const why = item.error || FAILURES[item.reason] || item.reason || "";
-  return { state, label: why ? `Not sent: ${why}` : "Not sent", canRetry: true };
+  return { state, label: why ? interpolate(gettext("Not sent: %(why)s"), { why }) : gettext("Not sent"), canRetry: true };
 }

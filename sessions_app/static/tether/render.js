@@ -2,11 +2,14 @@
 // sanitised by DOMPurify into a DOM fragment before it touches the page: no string from a
 // message is ever assigned to innerHTML. Raw HTML inside the markdown is not even passed
 // through: it is shown as the text it is. Code blocks are highlighted by highlight.js, whose
-// HTML goes through DOMPurify as well (spans with its classes, nothing else).
+// HTML goes through DOMPurify as well (spans with its classes, nothing else). LaTeX is found
+// by math.js while marked tokenizes and typeset by KaTeX after sanitising.
 
 import { Marked } from "./vendor/marked.esm.js";
 import DOMPurify from "./vendor/purify.es.mjs";
 import { highlightedHtml } from "./code.js";
+import { gettext, interpolate, ngettext } from "./i18n.js";
+import { mathExtension, renderMath } from "./math.js";
 import { copyButton } from "./copy.js";
 import { photosOf } from "./photos.js";
 import { pendingStatus } from "./reconcile.js";
@@ -14,20 +17,24 @@ import { pendingStatus } from "./reconcile.js";
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
-const markdown = new Marked({
-  gfm: true,
-  breaks: true,
-  renderer: {
-    // Block and inline HTML in a message is text, not markup.
-    html({ text }) {
-      return escapeHtml(text);
+const markdown = new Marked(
+  {
+    gfm: true,
+    breaks: true,
+    renderer: {
+      // Block and inline HTML in a message is text, not markup.
+      html({ text }) {
+        return escapeHtml(text);
+      },
     },
   },
-});
+  mathExtension,
+);
 
 // The only classes a message may carry are marked's code-block language and highlight.js's
-// token classes ("hljs-title function_"); raw HTML in a message never reaches here as markup.
-const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_)$/;
+// token classes ("hljs-title function_"), and math.js's placeholders; raw HTML in a message
+// never reaches here as markup.
+const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_|math|math-inline|math-display)$/;
 DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
   if (data.attrName !== "class") return;
   const classes = data.attrValue.trim().split(/\s+/);
@@ -67,11 +74,12 @@ export function markdownFragment(text) {
     }
     const wrapper = el("div", "code-block");
     const bar = el("div", "code-bar");
-    bar.append(el("span", "code-lang", language ?? "code"));
-    bar.append(copyButton({ className: "copy-code", label: "Copy code", text: () => raw }));
+    bar.append(el("span", "code-lang", language ?? gettext("code")));
+    bar.append(copyButton({ className: "copy-code", label: gettext("Copy code"), text: () => raw }));
     pre.replaceWith(wrapper);
     wrapper.append(bar, pre);
   }
+  renderMath(fragment);
   return fragment;
 }
 
@@ -105,17 +113,21 @@ export function el(tag, className, text) {
   return node;
 }
 
+function photoCount(count) {
+  return interpolate(ngettext("%(count)s photo", "%(count)s photos", count), { count });
+}
+
 function photoList(photos) {
   const list = el("div", "msg-photos");
   for (const photo of photos) {
     if (photo.missing) {
-      list.append(el("span", "photo-missing", "[image not displayed]"));
+      list.append(el("span", "photo-missing", gettext("[image not displayed]")));
       continue;
     }
     const img = el("img", "photo");
     img.loading = "lazy";
     img.decoding = "async";
-    img.alt = photo.alt ?? "Attached photo";
+    img.alt = photo.alt ?? gettext("Attached photo");
     img.src = photo.src;
     list.append(img);
   }
@@ -123,15 +135,15 @@ function photoList(photos) {
 }
 
 const ROLE = {
-  user_message: ["user", "You"],
-  assistant_message: ["assistant", "Assistant"],
-  system_message: ["system", "System"],
+  user_message: ["user", gettext("You")],
+  assistant_message: ["assistant", gettext("Assistant")],
+  system_message: ["system", gettext("System")],
 };
 
 function roleOf(step) {
-  if (step.isError) return ["error", step.name && step.name !== "assistant" ? step.name : "Error"];
+  if (step.isError) return ["error", step.name && step.name !== "assistant" ? step.name : gettext("Error")];
   if (ROLE[step.type]) return ROLE[step.type];
-  return ["tool", step.name || step.type || "Step"];
+  return ["tool", step.name || step.type || gettext("Step")];
 }
 
 /** A transcript step as a list item (`<li class="msg ...">`), filled by fillStep(). */
@@ -153,7 +165,7 @@ export function fillStep(item, step) {
   const body = el("div", "msg-body");
   if (role === "tool") {
     const details = el("details", "tool");
-    details.append(el("summary", null, `Used ${label}`));
+    details.append(el("summary", null, interpolate(gettext("Used %(tool)s"), { tool: label })));
     details.append(el("pre", "tool-output", step.output || "…"));
     body.append(details);
   } else if (role === "user") {
@@ -171,14 +183,14 @@ export function fillStep(item, step) {
   // the server (its turn ended while it streamed) says so as well.
   const stopped = Boolean(step.metadata?.interrupted);
   item.toggleAttribute("data-interrupted", stopped || Boolean(step.interrupted));
-  if (stopped) parts.push(el("div", "msg-status msg-stopped", "Stopped: the reply was cut short here"));
-  else if (step.interrupted) parts.push(el("div", "msg-status msg-stopped", "Interrupted"));
+  if (stopped) parts.push(el("div", "msg-status msg-stopped", gettext("Stopped: the reply was cut short here")));
+  else if (step.interrupted) parts.push(el("div", "msg-status msg-stopped", gettext("Interrupted")));
   // A finished reply can be copied whole, as the markdown it was written in; its feedback bar
   // (feedback.js) joins this row.
   if (role === "assistant" && !step.streaming && step.output) {
     const actions = el("div", "msg-actions");
     const text = String(step.output);
-    actions.append(copyButton({ className: "copy-message", label: "Copy message", text: () => text }));
+    actions.append(copyButton({ className: "copy-message", label: gettext("Copy message"), text: () => text }));
     parts.push(actions);
   }
   item.replaceChildren(...parts);
@@ -192,17 +204,17 @@ export function pendingElement(item, { onRetry } = {}) {
   node.dataset.state = state;
   const body = el("div", "msg-body plain", item.text ?? "");
   body.id = `pending-text-${item.id}`;
-  const parts = [el("div", "msg-author", "You"), body];
+  const parts = [el("div", "msg-author", gettext("You")), body];
   const previews = item.files?.length
     ? item.files.filter((f) => f.url).map((f) => ({ src: f.url, alt: f.name }))
     : photosOf(item.images);
   if (previews.length) parts.push(photoList(previews));
   const others = (item.files ?? []).filter((f) => !f.url); // files that are not photos: named
   if (others.length) parts.push(el("div", "msg-photos-note", others.map((f) => f.name).join(", ")));
-  else if (item.imageCount) parts.push(el("div", "msg-photos-note", `${item.imageCount} photo(s)`));
+  else if (item.imageCount) parts.push(el("div", "msg-photos-note", photoCount(item.imageCount)));
   const status = el("div", "msg-status", label);
   if (canRetry && onRetry) {
-    const again = el("button", "send-again", "Send again");
+    const again = el("button", "send-again", gettext("Send again"));
     again.type = "button";
     again.setAttribute("aria-describedby", body.id); // which message: its text
     again.addEventListener("click", () => {

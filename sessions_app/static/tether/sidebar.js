@@ -1,6 +1,7 @@
 // The sidebar: the user's threads, newest first, with search, rename and delete.
 
 import { deleteThread, fetchUrl, listThreads, renameThread } from "./api.js";
+import { gettext, interpolate } from "./i18n.js";
 import { el, icon } from "./render.js";
 
 const SEARCH_DELAY_MS = 250;
@@ -53,7 +54,7 @@ export class Sidebar {
       this.setNext(page.next);
       return page.results;
     } catch (error) {
-      if (generation === this.generation) this.onError(`Could not load your chats: ${error.message}`);
+      if (generation === this.generation) this.onError(interpolate(gettext("Could not load your chats: %(error)s"), { error: error.message }));
     } finally {
       if (generation === this.generation) this.root.setAttribute("aria-busy", "false");
     }
@@ -69,7 +70,7 @@ export class Sidebar {
       this.list.append(...page.results.filter((t) => !known.has(t.id)).map((t) => this.item(t)));
       this.setNext(page.next);
     } catch (error) {
-      this.onError(`Could not load more chats: ${error.message}`);
+      this.onError(interpolate(gettext("Could not load more chats: %(error)s"), { error: error.message }));
     }
   }
 
@@ -77,7 +78,7 @@ export class Sidebar {
     this.next = next;
     this.more.hidden = !next;
     this.empty.hidden = this.list.children.length > 0;
-    this.empty.textContent = this.search.value.trim() ? "No chats match." : "No chats yet.";
+    this.empty.textContent = this.search.value.trim() ? gettext("No chats match.") : gettext("No chats yet.");
   }
 
   setCurrent(id) {
@@ -92,7 +93,7 @@ export class Sidebar {
   item(thread) {
     const li = el("li", "thread-item");
     li.dataset.threadId = thread.id;
-    const name = thread.name || "Untitled chat";
+    const name = thread.name || gettext("Untitled chat");
     const link = el("a", "thread-link", name);
     link.href = `/thread/${encodeURIComponent(thread.id)}/`;
     link.title = name;
@@ -101,14 +102,14 @@ export class Sidebar {
     const rename = el("button", "icon-button rename");
     rename.append(icon("pencil"));
     rename.type = "button";
-    rename.setAttribute("aria-label", `Rename chat “${name}”`);
-    rename.title = "Rename";
+    rename.setAttribute("aria-label", interpolate(gettext("Rename chat “%(name)s”"), { name }));
+    rename.title = gettext("Rename");
     rename.addEventListener("click", () => this.startRename(li, thread));
     const remove = el("button", "icon-button delete");
     remove.append(icon("trash"));
     remove.type = "button";
-    remove.setAttribute("aria-label", `Delete chat “${name}”`);
-    remove.title = "Delete";
+    remove.setAttribute("aria-label", interpolate(gettext("Delete chat “%(name)s”"), { name }));
+    remove.title = gettext("Delete");
     remove.addEventListener("click", () => this.remove(li, thread));
     actions.append(rename, remove);
     li.append(link, actions);
@@ -121,7 +122,7 @@ export class Sidebar {
     input.value = thread.name || "";
     input.maxLength = 255;
     input.required = true;
-    input.setAttribute("aria-label", "New name of the chat");
+    input.setAttribute("aria-label", gettext("New name of the chat"));
     form.append(input);
     const original = [...li.children];
     li.replaceChildren(form);
@@ -141,7 +142,7 @@ export class Sidebar {
           if (thread.id === this.currentId) document.dispatchEvent(new CustomEvent("tether:renamed", { detail: updated }));
           return;
         } catch (error) {
-          this.onError(`Could not rename the chat: ${error.message}`);
+          this.onError(interpolate(gettext("Could not rename the chat: %(error)s"), { error: error.message }));
         }
       }
       li.replaceChildren(...original);
@@ -162,11 +163,12 @@ export class Sidebar {
   }
 
   async remove(li, thread) {
-    if (!window.confirm(`Delete the chat “${thread.name || "Untitled chat"}”? This cannot be undone.`)) return;
+    const question = gettext("Delete the chat “%(name)s”? This cannot be undone.");
+    if (!window.confirm(interpolate(question, { name: thread.name || gettext("Untitled chat") }))) return;
     try {
       await deleteThread(thread.id);
     } catch (error) {
-      this.onError(`Could not delete the chat: ${error.message}`);
+      this.onError(interpolate(gettext("Could not delete the chat: %(error)s"), { error: error.message }));
       return;
     }
     const next = li.nextElementSibling ?? li.previousElementSibling;

@@ -3,6 +3,7 @@
 // shows the chat's profile read-only (a thread keeps its profile) and the starters go away.
 
 import * as api from "./api.js";
+import { gettext, interpolate } from "./i18n.js";
 import { el, markdownFragment } from "./render.js";
 
 export class ChatStart {
@@ -40,7 +41,7 @@ export class ChatStart {
       this.starters = settings.starters ?? [];
       if (!this.locked) this.profile = settings.chatProfile ?? profile;
     } catch (error) {
-      this.onError(`Could not read the chat's starters: ${error.message}`);
+      this.onError(interpolate(gettext("Could not read the chat's starters: %(error)s"), { error: error.message }));
     }
     this.render();
     return this.profile;

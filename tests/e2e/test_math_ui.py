@@ -1,0 +1,98 @@
+"""Math in the web UI, end to end: Playwright drives Debian's Chromium against a live daphne
+running a hooks-API app (``tests.apps.math_app``) whose reply streams LaTeX cut in the middle
+of its formulas. KaTeX is vendored: the page typesets ``$$...$$``, ``$...$`` and ``\\(...\\)``
+with fonts from its own origin, leaves prices and code as text, and breaks no CSP rule
+(``ThemedChat.assert_clean`` checks violations and requests to other origins)."""
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from playwright.async_api import Browser, expect
+
+from tests.apps.math_app import MATH_REPLY
+from tests.e2e.test_theme_ui import THEME_PROBES, ThemedChat
+from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, TIMEOUT_MS
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module")
+def math_server(server_factory):
+    return server_factory.start(CHAT_APP="tests.apps.math_app")
+
+
+@pytest.fixture
+async def open_math_chat(browser: Browser, math_server) -> AsyncIterator[Callable[[], Awaitable[ThemedChat]]]:
+    contexts = []
+
+    async def open_page() -> ThemedChat:
+        context = await browser.new_context(viewport=DESKTOP, color_scheme="light")
+        await context.grant_permissions(["clipboard-read", "clipboard-write"], origin=math_server.url)
+        context.set_default_timeout(TIMEOUT_MS)
+        await context.add_init_script(PAGE_PROBES)
+        await context.add_init_script(THEME_PROBES)
+        contexts.append(context)
+        return ThemedChat(await context.new_page(), math_server.url)
+
+    yield open_page
+    for context in contexts:
+        await context.close()
+
+
+async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_text(
+    open_math_chat, make_user
+):
+    chat = await open_math_chat()
+    fonts: list[str] = []
+    scripts: list[str] = []
+    chat.page.on("request", lambda r: fonts.append(r.url) if "/katex/fonts/" in r.url else None)
+    chat.page.on("request", lambda r: scripts.append(r.url) if r.url.endswith("/katex.mjs") else None)
+    await chat.sign_in(make_user())
+    await expect(chat.locator("#composer")).to_be_visible()
+    assert scripts == []  # KaTeX loads with the first formula, not with the page
+    await chat.send("some maths please")
+    reply = chat.locator("#transcript > .msg-assistant:not([data-streaming])")
+    await expect(reply).to_have_count(1)
+    body = reply.locator(".msg-body")
+
+    # Display math: a KaTeX display block, with MathML for screen readers and the source kept.
+    block = body.locator(".math-display .katex-display")
+    await expect(block).to_have_count(1)
+    await expect(block.locator(".katex-html")).to_have_attribute("aria-hidden", "true")
+    await expect(block.locator("math annotation")).to_have_text("\\int_0^1 x^2\\,dx = \\frac{1}{3}")
+    await expect(block.locator("math")).to_have_attribute("display", "block")
+
+    # Inline math, $...$ and \(...\): the _ and * inside are math, not emphasis.
+    inline = body.locator(".math-inline > .katex")
+    await expect(inline).to_have_count(2)
+    await expect(inline.nth(0).locator("annotation")).to_have_text("e^{i\\pi}+1=0")
+    await expect(inline.nth(1).locator("annotation")).to_have_text("a_1 * b_1")
+    await expect(body.locator("em, strong")).to_have_count(0)
+
+    # Prices and code are text; a formula KaTeX cannot parse shows its source as an error.
+    await expect(body.locator("p", has_text="It costs")).to_have_text(
+        "It costs $5 and $6 in the shop; $x$ is code."
+    )
+    await expect(body.locator("code")).to_have_text("$x$")
+    await expect(body.locator("code .katex")).to_have_count(0)
+    error = body.locator(".katex-error")
+    await expect(error).to_have_count(1)
+    await expect(error).to_have_text("\\frac{1}{")
+    assert await error.evaluate("n => getComputedStyle(n).color") == "rgb(179, 38, 30)"  # --danger
+
+    # KaTeX's own fonts, from this origin, were used to draw the formulas.
+    assert fonts and all(url.startswith(chat.base_url) and url.endswith(".woff2") for url in fonts)
+    assert scripts == [f"{chat.base_url}/static/tether/vendor/katex/katex.mjs"]
+    assert await chat.page.evaluate("document.fonts.check('16px KaTeX_Main')")
+    # Copying the reply gives the LaTeX as written.
+    await reply.locator("button.copy-message").click()
+    assert await chat.clipboard() == MATH_REPLY
+    await chat.shot("60-math-light")
+
+    # After a reload the reply (read from the thread) is typeset the same way.
+    await chat.reload()
+    await expect(reply.locator(".katex")).to_have_count(3)
+    await chat.locator("#theme-select").select_option("dark")
+    await chat.expect_theme("dark")
+    await chat.shot("61-math-dark")
+    await chat.assert_clean()
