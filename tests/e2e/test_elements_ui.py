@@ -93,7 +93,9 @@ async def check_side_panel(chat: Chat, shot: str) -> None:
     pdf_link = reply.locator("button.element-link", has_text="report.pdf")
     await pdf_link.click()
     await expect(panel).to_be_visible()
-    await expect(panel).to_have_attribute("role", "dialog")
+    assert await panel.evaluate("node => node.tagName") == "ASIDE"
+    await expect(panel).to_have_attribute("aria-labelledby", "element-panel-title")
+    await expect(pdf_link).to_have_attribute("aria-expanded", "true")
     await expect(chat.locator("#element-panel-title")).to_have_text("report.pdf")
     await expect(panel.locator("iframe.element-pdf")).to_have_attribute(
         "src", re.compile(r"^/api/elements/[0-9a-f-]{36}#page=1$")
@@ -103,6 +105,7 @@ async def check_side_panel(chat: Chat, shot: str) -> None:
     await chat.page.keyboard.press("Escape")
     await expect(panel).to_be_hidden()
     await expect(pdf_link).to_be_focused()
+    await expect(pdf_link).to_have_attribute("aria-expanded", "false")
 
     text_link = reply.locator("button.element-link", has_text="side-notes.txt")
     await text_link.click()
@@ -154,4 +157,22 @@ async def test_a_user_attaches_a_file_and_on_message_sees_it(
     await chat.shot("64-elements-user-upload")
     await chat.reload()
     await expect(chat.locator("#transcript > .msg-user a.element-download")).to_contain_text("table.csv")
+    await chat.assert_clean()
+
+
+async def test_axe_finds_nothing_with_elements_and_the_side_panel_in_both_themes(
+    open_chat: Any, make_user: Any
+) -> None:
+    from tests.e2e.test_accessibility import check_both_themes
+
+    chat = await open_chat()
+    await chat.sign_in(make_user())
+    await chat.send("elements")
+    await chat.wait_reply("Elements sent.")
+    reply = reply_with_elements(chat.page)
+    await expect(reply.locator(".element-plotly[data-rendered=true]")).to_have_count(1)
+    await check_both_themes(chat, "elements")
+    await reply.locator("button.element-link", has_text="side-notes.txt").click()
+    await expect(chat.locator("#element-panel .element-text code")).to_have_text("Side panel text")
+    await check_both_themes(chat, "elements-side-panel")
     await chat.assert_clean()

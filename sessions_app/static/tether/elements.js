@@ -4,7 +4,8 @@
 //   - "inline": an image (lazy <img>), a file (a download link with its name and size), a PDF
 //     (a frame), a text (a code block), a plot (plotly.js, loaded the first time one is shown);
 //   - "side" (and "page"): a link under the message that opens the element in a side panel
-//     (an <aside> with a close button; Esc closes it and gives the focus back to the link).
+//     (an <aside> named by its title, with a close button; Esc closes it and gives the focus
+//     back to the link).
 // The bytes come from the element's `url` (the owner-checked /api/elements/<id>).
 
 import { gettext, interpolate } from "./i18n.js";
@@ -121,7 +122,7 @@ export function elementContent(element, { inPanel = false } = {}) {
       .catch((error) => failed(box, element, error));
   } else if (element.type === "plotly") {
     const plot = el("div", "element-plot");
-    plot.setAttribute("role", "img");
+    plot.setAttribute("role", "figure"); // not "img": its toolbar buttons are focusable
     plot.setAttribute("aria-label", element.name ?? gettext("Plot"));
     box.append(plot);
     Promise.all([loadPlotly(), fetchText(element.url)])
@@ -164,7 +165,7 @@ export class ElementViews {
     const panel = el("aside", "element-panel");
     panel.id = "element-panel";
     panel.hidden = true;
-    panel.setAttribute("role", "dialog");
+    // A complementary landmark named by its title (not a modal: the chat stays usable).
     panel.setAttribute("aria-labelledby", "element-panel-title");
     const head = el("div", "element-panel-head");
     const title = el("h2", "element-panel-title");
@@ -183,7 +184,9 @@ export class ElementViews {
   }
 
   openPanel(element, opener) {
+    this.opener?.setAttribute("aria-expanded", "false");
     this.opener = opener ?? null;
+    this.opener?.setAttribute("aria-expanded", "true");
     this.panel.querySelector(".element-panel-title").textContent = element.name;
     const body = this.panel.querySelector(".element-panel-body");
     body.replaceChildren(elementContent(element, { inPanel: true }));
@@ -200,6 +203,7 @@ export class ElementViews {
     this.panel.querySelector(".element-panel-body").replaceChildren();
     delete this.panel.dataset.elementId;
     document.body.classList.remove("element-panel-open");
+    this.opener?.setAttribute("aria-expanded", "false");
     this.opener?.focus();
     this.opener = null;
   }
@@ -258,7 +262,7 @@ export class ElementViews {
       link.type = "button";
       link.dataset.elementId = element.id;
       link.append(icon("panel"), el("span", null, element.name));
-      link.setAttribute("aria-haspopup", "dialog");
+      link.setAttribute("aria-expanded", "false");
       link.setAttribute("aria-controls", "element-panel");
       link.addEventListener("click", () => this.openPanel(element, link));
       return link;
