@@ -118,7 +118,11 @@ export function elementContent(element, { inPanel = false } = {}) {
   } else if (element.type === "text") {
     box.append(el("div", "element-loading", gettext("Loading…")));
     fetchText(element.url)
-      .then((text) => box.replaceChildren(el("div", "element-caption", element.name), codeBlock(text, element.language)))
+      .then((text) => {
+        const block = codeBlock(text, element.language);
+        // In the panel its title already names it.
+        box.replaceChildren(...(inPanel ? [block] : [el("div", "element-caption", element.name), block]));
+      })
       .catch((error) => failed(box, element, error));
   } else if (element.type === "plotly") {
     const plot = el("div", "element-plot");
