@@ -8,6 +8,7 @@
 //     back to the link).
 // The bytes come from the element's `url` (the owner-checked /api/elements/<id>).
 
+import { fencedCode, humanSize } from "./element_format.js";
 import { gettext, interpolate } from "./i18n.js";
 import { el, icon, markdownFragment } from "./render.js";
 
@@ -52,26 +53,15 @@ function loadPlotly() {
   return plotlyLoading;
 }
 
-/** A size for people: "12.3 MB", "120 KB", "800 bytes". */
-export function humanSize(bytes) {
-  const n = Number(bytes) || 0;
-  if (n >= 1_000_000) return interpolate(gettext("%(size)s MB"), { size: (n / 1_000_000).toFixed(1) });
-  if (n >= 1_000) return interpolate(gettext("%(size)s KB"), { size: Math.floor(n / 1_000) });
-  return interpolate(gettext("%(size)s bytes"), { size: n });
-}
-
 async function fetchText(url) {
   const response = await fetch(url, { credentials: "same-origin" });
   if (!response.ok) throw new Error(`HTTP ${response.status}`);
   return response.text();
 }
 
-/** A text as a fenced code block (highlighted, with a Copy button), whatever it contains. */
+/** A text as a code block (highlighted, with a Copy button). */
 function codeBlock(text, language) {
-  const longest = Math.max(0, ...(String(text).match(/`+/g) ?? []).map((run) => run.length));
-  const fence = "`".repeat(Math.max(3, longest + 1));
-  const lang = /^[\w+-]{1,40}$/.test(language ?? "") ? language : "";
-  return markdownFragment(`${fence}${lang}\n${text}\n${fence}`);
+  return markdownFragment(fencedCode(text, language));
 }
 
 function downloadLink(element) {
