@@ -106,6 +106,9 @@ def create_element(
         raise ElementRejected(f"display must be inline, side or page, not {display!r}.")
     if data is None and not url:
         raise ElementRejected(f"The element {name!r} has no content, path or url.")
+    if data is None and not url.startswith(("https://", "http://", "/")):
+        # The page puts it in an href or src: no javascript: or data: URLs.
+        raise ElementRejected(f"The url of {name!r} must be http(s) or a path on this server.")
     if data is not None and len(data) > max_element_bytes():
         raise ElementRejected(
             f"The element {name!r} is {images.human_size(len(data))}; "

@@ -282,3 +282,24 @@ def test_the_engine_runtime_refuses_a_file_that_is_not_a_photo(api, user, settin
     upload_id = uuid.UUID(post_file(api, pdf(), "r.pdf").json()["id"])
     with pytest.raises(ImageRejected, match=f"upload {upload_id} is not a photo"):
         blocks_for_uploads(user, [upload_id])
+
+
+def test_an_element_by_url_keeps_only_http_urls_or_paths(user) -> None:
+    thread_id = uuid.uuid4()
+    linked = make_element(user, thread_id, data=None, url="https://example.com/report.pdf", type="pdf")
+    assert elements.element_dict(linked)["url"] == "https://example.com/report.pdf" and not linked.storage_key
+    for bad in ("javascript:alert(1)", "data:text/html,x"):
+        with pytest.raises(elements.ElementRejected, match="must be http"):
+            make_element(user, thread_id, data=None, url=bad)
+
+
+def test_the_admin_lists_elements_with_their_thread(user, django_user_model, client) -> None:
+    thread, _ = thread_services.ensure_thread(user, uuid.uuid4(), name="t")
+    make_element(user, thread.pk, name="report.csv", data=b"x" * 2048)
+    admin = django_user_model.objects.create_superuser(username="el-admin", password="pw-admin-1234")
+    client.force_login(admin)
+    page = client.get("/admin/media_app/element/").content.decode()
+    assert (
+        "report.csv" in page and "2 KB" in page and f"/admin/threads_app/thread/{thread.pk}/change/" in page
+    )
+    assert client.get("/admin/media_app/element/?type__exact=file").status_code == 200
