@@ -13,7 +13,8 @@ with the GIL held, which kept every socket of the process waiting.
 Budgets, by path (settings, read per request so tests can change them):
 
 - ``/api/chat/send``: ``media_app.parsers.max_body_bytes()`` (photos travel inline as base64);
-- ``/api/uploads/``: one photo (``MAX_IMAGE_BYTES``) and its multipart envelope;
+- ``/api/uploads/``: one photo (``MAX_IMAGE_BYTES``) or other file (``UPLOAD_MAX_BYTES``),
+  whichever is bigger, and its multipart envelope;
 - ``/api/integrations/...``: ``INTEGRATION_MAX_BODY_BYTES``;
 - everything else: ``MAX_REQUEST_BODY_BYTES``.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 
-from media_app import images, parsers
+from media_app import files, images, parsers
 from media_app.api import MULTIPART_SLACK
 from threads_app import json_shape
 from threads_app import parsers as json_parsers
@@ -40,7 +41,7 @@ def limit_for(path: str) -> int:
     if path == "/api/chat/send":
         return parsers.max_body_bytes()
     if path == "/api/uploads/":
-        return images.max_image_bytes() + MULTIPART_SLACK
+        return max(images.max_image_bytes(), files.max_upload_bytes()) + MULTIPART_SLACK
     if path.startswith("/api/integrations/"):
         return int(settings.INTEGRATION_MAX_BODY_BYTES)
     return int(settings.MAX_REQUEST_BODY_BYTES)

@@ -340,6 +340,34 @@ ECHO_DEMO_PACE = max(0.0, float(os.environ.get("ECHO_DEMO_PACE") or 0))
 MAX_IMAGE_BYTES = int(os.environ.get("MAX_IMAGE_BYTES", str(10_000_000)))
 MAX_IMAGES_PER_MESSAGE = int(os.environ.get("MAX_IMAGES_PER_MESSAGE", "10"))
 
+# Elements (media_app.elements): files an app attaches to messages (images, files, PDFs,
+# texts, plots) and files users upload that are not photos. Their bytes go through Django's
+# storage API under the ``tether_elements`` alias: a FileSystemStorage in VAR_DIR/elements by
+# default; any storage backend (e.g. django-storages' S3 backend) by setting
+# ELEMENTS_STORAGE_BACKEND and ELEMENTS_STORAGE_OPTIONS (a JSON object of its options).
+ELEMENTS_DIR = Path(os.environ.get("ELEMENTS_DIR", VAR_DIR / "elements"))
+_ELEMENTS_BACKEND = os.environ.get("ELEMENTS_STORAGE_BACKEND", "django.core.files.storage.FileSystemStorage")
+_ELEMENTS_OPTIONS = json.loads(os.environ.get("ELEMENTS_STORAGE_OPTIONS") or "{}") or (
+    {"location": str(ELEMENTS_DIR)} if _ELEMENTS_BACKEND.endswith("FileSystemStorage") else {}
+)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "tether_elements": {"BACKEND": _ELEMENTS_BACKEND, "OPTIONS": _ELEMENTS_OPTIONS},
+}
+# The largest element an app may send, in bytes.
+ELEMENT_MAX_BYTES = int(os.environ.get("ELEMENT_MAX_BYTES", str(50_000_000)))
+# What users may upload (POST /api/uploads/): content types (comma-separated; "text/*" style
+# wildcards allowed) and the largest file. The default is photos only, as before; e.g.
+# UPLOAD_ALLOWED_TYPES="image/*,application/pdf,text/plain,text/csv". A file's type is read
+# from its content (and for text types checked to be text), never taken from the client.
+UPLOAD_ALLOWED_TYPES = [
+    t.strip()
+    for t in os.environ.get("UPLOAD_ALLOWED_TYPES", "image/jpeg,image/png,image/gif,image/webp").split(",")
+    if t.strip()
+]
+UPLOAD_MAX_BYTES = int(os.environ.get("UPLOAD_MAX_BYTES", str(MAX_IMAGE_BYTES)))
+
 # --- Limits (the README's limits table) -----------------------------------------------
 # Request bodies, checked before anything parses them (chatproject.body_limits): the
 # Content-Length first, then the bytes as they stream in. The send endpoint's own default is

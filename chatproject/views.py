@@ -3,6 +3,7 @@
 import uuid
 from typing import cast
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
@@ -13,7 +14,12 @@ from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
 
 # The chat page loads only its own scripts and styles, and talks only to its own origin: a
-# message that slipped past the sanitiser could still run nothing.
+# message that slipped past the sanitiser could still run nothing. Elements need no
+# relaxation: a PDF is framed from this origin (default-src 'self'; the element endpoint sends
+# it with ``Content-Security-Policy: sandbox``), and plotly.js, which would insert its
+# stylesheet as an inline <style>, gets it as a static file instead (tether/elements.js), so
+# ``style-src`` stays 'self' (its per-element styles are set through the CSSOM, which the
+# policy allows).
 CHAT_PAGE_CSP = "; ".join(
     [
         "default-src 'self'",
@@ -55,8 +61,15 @@ def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
         "threadId": str(thread.pk) if thread else None,
         "threadName": thread.name if thread else "",
         "chatProfile": thread.chat_profile if thread else "",
+        # What the composer lets users attach (the upload endpoint checks it again, by content).
+        "uploads": {"accept": settings.UPLOAD_ALLOWED_TYPES, "maxBytes": settings.UPLOAD_MAX_BYTES},
     }
-    context = {"thread": thread, "chat_config": config, "feedback_comment_max": FEEDBACK_COMMENT_MAX}
+    context = {
+        "thread": thread,
+        "chat_config": config,
+        "feedback_comment_max": FEEDBACK_COMMENT_MAX,
+        "photos_only": all(t.startswith("image/") for t in settings.UPLOAD_ALLOWED_TYPES),
+    }
     response = render(request, "chat.html", context)
     response["Content-Security-Policy"] = CHAT_PAGE_CSP
     return response

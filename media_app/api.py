@@ -17,7 +17,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from media_app import images, services
+from media_app import files, images, services
 from media_app.blocks import InvalidRef, parse_ref
 from media_app.serializers import (
     MediaErrorSerializer,
@@ -56,13 +56,13 @@ class UploadView(APIView):
 
     @extend_schema(
         operation_id="upload_create",
-        summary="Upload a photo to attach to a socket message",
+        summary="Upload a photo (or another file the app accepts) to attach to a socket message",
         request={"multipart/form-data": UploadRequestSerializer},
         responses={
             201: UploadSerializer,
             400: _error(
-                "Not a JPEG, PNG, GIF or WebP image, too big (bytes or pixels), over the user's "
-                "upload quota, or no file.",
+                "Not a JPEG, PNG, GIF or WebP image (nor another type UPLOAD_ALLOWED_TYPES "
+                "accepts), too big (bytes or pixels), over the user's upload quota, or no file.",
                 UploadErrorSerializer,
             ),
             401: _error("No valid credentials (a token or a session)."),
@@ -77,7 +77,7 @@ class UploadView(APIView):
             length = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             length = 0
-        limit = images.max_image_bytes()
+        limit = max(images.max_image_bytes(), files.max_upload_bytes())
         if length > limit + MULTIPART_SLACK:
             # Refused before the body is parsed.
             raise ValidationError(
@@ -94,7 +94,12 @@ class UploadView(APIView):
         except images.ImageRejected as exc:
             raise ValidationError({"file": [str(exc)]}) from None
         return Response(
-            {"id": str(upload.id), "contentType": upload.content_type, "size": upload.size},
+            {
+                "id": str(upload.id),
+                "contentType": upload.content_type,
+                "size": upload.size,
+                "name": upload.name,
+            },
             status=status.HTTP_201_CREATED,
         )
 

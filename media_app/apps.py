@@ -39,5 +39,17 @@ class MediaAppConfig(AppConfig):
         from threads_app import content_filters
 
         content_filters.register(MediaContentFilter())
+        # Thread reads list elements (files an app attached) the same way.
+        from django.db.models.signals import post_delete
+
+        from media_app.element_signals import delete_stored_file, on_thread_deleted
+        from media_app.elements import thread_element_dicts
+        from media_app.models import Element
+        from threads_app import attachments
+        from threads_app.signals import thread_deleted
+
+        attachments.register(thread_element_dicts)
+        post_delete.connect(delete_stored_file, sender=Element, dispatch_uid="media_app.element_file")
+        thread_deleted.connect(on_thread_deleted, dispatch_uid="media_app.thread_elements")
         connection_created.connect(register_sqlite_function, dispatch_uid="media_app.strip_function")
         _leave_multipart_to_django()

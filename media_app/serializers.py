@@ -10,7 +10,10 @@ from threads_app.serializers import TextField
 
 class UploadRequestSerializer(serializers.Serializer[Any]):
     file = serializers.FileField(
-        help_text=f"A {images.ALLOWED_TEXT} photo; its type is read from its content, not its name."
+        help_text=(
+            f"A {images.ALLOWED_TEXT} photo, or another file of a type UPLOAD_ALLOWED_TYPES accepts; "
+            "its type is read from its content, not its name."
+        )
     )
 
 
@@ -20,9 +23,10 @@ class UploadSerializer(serializers.Serializer[Any]):
     )
     contentType = serializers.CharField(
         read_only=True,
-        help_text=f"Read from the file's first bytes: one of {', '.join(images.ALLOWED_TYPES)}.",
+        help_text="Read from the file's content: a photo type, or another type the server accepts.",
     )
     size = serializers.IntegerField(read_only=True, help_text="In bytes.")
+    name = serializers.CharField(read_only=True, help_text="The file's name as uploaded.")
 
 
 class UploadErrorSerializer(serializers.Serializer[Any]):

@@ -18,7 +18,7 @@ from django.db.models import Model, Sum
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from media_app import images
+from media_app import files, images, storage
 from media_app.blocks import MediaRef, find_image
 from media_app.models import Upload
 from media_app.stripping import StrippedJSON, Unreadable, load_stripped
@@ -36,20 +36,36 @@ def stored_bytes(owner: User) -> int:
 
 
 def store_upload(owner: User, file: "UploadedFile[bytes]") -> Upload:  # generic only in the stubs
-    """Validate an uploaded file (size, type by its first bytes, pixels by its header) and keep
-    it, if the owner's uploads stay within ``UPLOAD_QUOTA_BYTES``.
+    """Validate an uploaded file and keep it, if the owner's uploads stay within
+    ``UPLOAD_QUOTA_BYTES``. A photo (size, type by its first bytes, pixels by its header) is
+    kept in the row; another file the settings allow (``media_app.files``) in the elements
+    storage.
 
     The owner's row is locked while the quota is checked and the upload written, so uploads
     sent at the same time cannot each see room for themselves.
     """
-    images.check_size(file.size or 0)
     file.seek(0)
     head = file.read(16)
-    content_type = images.check_type(head)
     file.seek(0)
+    name = (file.name or "")[:255]
+    if files.only_images_allowed() or (images.sniff(head) and files.is_allowed(images.sniff(head) or "")):
+        images.check_size(file.size or 0)
+        content_type = images.check_type(head)
+        data = file.read()
+        images.check_size(len(data))
+        images.check_pixels(data, content_type)
+        return _keep_upload(owner, name, content_type, data, stored=False)
+    if (file.size or 0) > files.max_upload_bytes():
+        raise files.FileRejected(
+            f"The file is {images.human_size(file.size or 0)}; the limit is "
+            f"{images.human_size(files.max_upload_bytes())}."
+        )
     data = file.read()
-    images.check_size(len(data))
-    images.check_pixels(data, content_type)
+    content_type = files.check_upload(data, name)
+    return _keep_upload(owner, name, content_type, data, stored=True)
+
+
+def _keep_upload(owner: User, name: str, content_type: str, data: bytes, *, stored: bool) -> Upload:
     with transaction.atomic():
         get_user_model().objects.select_for_update().filter(pk=owner.pk).first()
         used = stored_bytes(owner)
@@ -59,13 +75,25 @@ def store_upload(owner: User, file: "UploadedFile[bytes]") -> Upload:  # generic
                 f"{images.human_size(quota_bytes())} quota; this one ({images.human_size(len(data))}) "
                 "does not fit. Uploads are deleted after a while; try again later."
             )
-        return Upload.objects.create(
-            owner=owner,
-            content_type=content_type,
-            size=len(data),
-            data=data,
-            name=(file.name or "")[:255],
-        )
+        upload = Upload(owner=owner, content_type=content_type, size=len(data), name=name)
+        if stored:
+            upload.storage_key = storage.save_bytes(f"uploads/{owner.pk}/{upload.id}", name, data)
+        else:
+            upload.data = data
+        try:
+            upload.save(force_insert=True)
+        except BaseException:
+            if upload.storage_key:
+                storage.delete_key(upload.storage_key)
+            raise
+        return upload
+
+
+def upload_bytes(upload: Upload) -> bytes:
+    """The bytes of an upload, wherever they are kept (the row for a photo, else the storage)."""
+    if upload.storage_key:
+        return storage.read_bytes(upload.storage_key)
+    return bytes(upload.data)
 
 
 def purge_uploads(older_than: timedelta) -> int:
@@ -75,7 +103,11 @@ def purge_uploads(older_than: timedelta) -> int:
     the message's own record when it is accepted (``blocks_for_uploads``), so the row only
     serves the send that names it, which happens seconds after the upload.
     """
-    deleted, _ = Upload.objects.filter(created_at__lt=timezone.now() - older_than).delete()
+    old = Upload.objects.filter(created_at__lt=timezone.now() - older_than)
+    keys = [key for key in old.exclude(storage_key="").values_list("storage_key", flat=True)]
+    deleted, _ = old.delete()
+    for key in keys:
+        storage.delete_key(key)
     return deleted
 
 
@@ -104,6 +136,9 @@ def blocks_for_uploads(owner: User, upload_ids: list[uuid.UUID]) -> list[dict[st
     missing = [str(i) for i in upload_ids if i not in found]
     if missing:
         raise images.ImageRejected(f"fileReferences: no upload {', '.join(missing)} of yours.")
+    not_photos = [str(i) for i in upload_ids if found[i].storage_key]
+    if not_photos:
+        raise images.ImageRejected(f"fileReferences: upload {', '.join(not_photos)} is not a photo.")
     return [images.block_from_bytes(bytes(found[i].data)) for i in upload_ids]
 
 

@@ -3,9 +3,11 @@
 from django.urls import path
 
 from media_app.api import MalformedMediaRefView, SessionMediaView, UploadView
+from media_app.element_api import ElementView
 
 urlpatterns = [
     path("api/uploads/", UploadView.as_view(), name="upload"),
+    path("api/elements/<uuid:element_id>", ElementView.as_view(), name="element"),
     path(
         "api/session-media/<str:thread_id>/<str:step_id>/<str:index>",
         SessionMediaView.as_view(),

@@ -14,6 +14,7 @@ import logging
 import uuid
 from typing import Any, cast
 
+from media_app.elements import attach_uploads
 from sessions_app.accepting import accept_send
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
@@ -34,9 +35,16 @@ logger = logging.getLogger(__name__)
 
 
 async def accept_and_answer(
-    live: LiveSession, thread: Thread, message_id: uuid.UUID, text: str, *, retry: bool = False
+    live: LiveSession,
+    thread: Thread,
+    message_id: uuid.UUID,
+    text: str,
+    *,
+    retry: bool = False,
+    upload_ids: list[uuid.UUID] | None = None,
 ) -> dict[str, Any]:
-    """Accept a hooks-API send and queue its turn; answered once the row is committed."""
+    """Accept a hooks-API send and queue its turn; answered once the row is committed. The
+    uploads it names become elements of its user step before the turn is queued."""
     queued = live.will_queue()
     acceptance = await accept_send(
         thread=thread,
@@ -53,6 +61,8 @@ async def accept_and_answer(
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
     if not acceptance.fresh:  # a repeat (a resend after a lost ack): the same answer
         return {**answer, "queued": bool(record.queued)}
+    if upload_ids:
+        await database_sync_to_async(attach_uploads)(live.user.pk, thread.pk, record.pk, upload_ids)
     live.answer_send(record)
     if acceptance.revived:  # the revived row's ``queued`` was cleared
         await database_sync_to_async(record_queued)(record.pk, queued)

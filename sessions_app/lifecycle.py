@@ -25,6 +25,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from media_app import elements as element_service
 from media_app import services as media_services
 from media_app.images import ImageRejected
 from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, records
@@ -253,6 +254,17 @@ async def _first_interaction(live: LiveSession, text: str) -> None:
 first_interaction = _first_interaction  # for a text ask's reply and an action click (asks, actions)
 
 
+async def attached_uploads(live: LiveSession, references: Any) -> list[uuid.UUID]:
+    """The uploads a hooks-API send names, checked to be the sender's before it is accepted."""
+    try:
+        upload_ids = media_services.parse_references(references)
+        if upload_ids:
+            await database_sync_to_async(element_service.check_uploads)(live.user.pk, upload_ids)
+    except (ImageRejected, element_service.ElementRejected) as exc:
+        raise BadRequest(str(exc)) from None
+    return upload_ids
+
+
 async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     message_id, text, _raw = parse_client_message(payload)
     retry = payload.get("retry") is True  # "send again" of a send that failed
@@ -272,6 +284,9 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
                 )
         except ImageRejected as exc:
             raise BadRequest(str(exc)) from None
+    else:
+        # A hooks-API app gets the files (photos or others) as ``message.elements``.
+        upload_ids = await attached_uploads(live, payload.get("fileReferences"))
     if not live.has_first_interaction:
         await _first_interaction(live, text)
     thread = await live.thread()
@@ -288,7 +303,9 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
                 session_id=live.id,
                 retry=retry,
             )
-        return await hook_sends.accept_and_answer(live, thread, message_id, text, retry=retry)
+        return await hook_sends.accept_and_answer(
+            live, thread, message_id, text, retry=retry, upload_ids=upload_ids
+        )
     except thread_services.MessageConflict:
         raise BadRequest("this message id was already used for a different message") from None
 

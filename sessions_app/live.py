@@ -21,6 +21,7 @@ from django.contrib.auth.models import User
 
 from sessions_app import records
 from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session, turn_message
+from sessions_app.chat.elements import incoming_elements
 from sessions_app.chat.message import Message
 from sessions_app.chat.step import Step
 from sessions_app.chat_settings import declared_inputs
@@ -225,6 +226,7 @@ class LiveSession:
         self.chat_context.add(message)
         await self.emit("new_message", step)
         await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
+        message.elements = await incoming_elements(message.id)
         on_message = load_app().on_message
         if on_message is not None:
             await on_message(message)

@@ -8,6 +8,7 @@ from rest_framework.pagination import Cursor, CursorPagination
 from rest_framework.request import Request
 from rest_framework.utils.urls import replace_query_param
 
+from threads_app import attachments
 from threads_app.selectors import history_page
 
 
@@ -50,4 +51,5 @@ class SeqPagination:
         if more:
             url = replace_query_param(request.build_absolute_uri(), "after_seq", results[-1]["seq"])
             next_url = replace_query_param(url, "limit", limit)
-        return {"next": next_url, "results": results}
+        elements = attachments.elements_of(thread_id, [step["id"] for step in results])
+        return {"next": next_url, "results": results, "elements": elements}

@@ -20,7 +20,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from threads_app import content_filters
+from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
@@ -285,6 +285,7 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
         if limit is None
         else last_step_dicts(thread.pk, limit, viewer_id=viewer)
     )
+    elements = attachments.elements_of(thread.pk, None if limit is None else [e["id"] for e in entries])
     return {
         "thread": thread_summary(thread),
         "entries": entries,
@@ -292,6 +293,7 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
         "failed": failed,
         # Questions the app still waits for: a reloaded page shows them again.
         "asks": thread_ask_events(thread.owner_id, thread.pk),
+        "elements": elements,
     }
 
 

@@ -108,6 +108,29 @@ class StepSerializer(serializers.Serializer[Any]):
         return instance
 
 
+class ElementSerializer(serializers.Serializer[Any]):
+    """A file attached to a step (Chainlit's ElementDict); ``url`` serves its bytes to its owner."""
+
+    id = serializers.UUIDField(read_only=True)
+    threadId = serializers.UUIDField(read_only=True)
+    type = serializers.ChoiceField(choices=["image", "file", "pdf", "text", "plotly"], read_only=True)
+    url = serializers.CharField(read_only=True, help_text="GET it with the same credentials.")
+    name = serializers.CharField(read_only=True)
+    display = serializers.ChoiceField(choices=["inline", "side", "page"], read_only=True)
+    size = serializers.CharField(
+        read_only=True, allow_null=True, help_text="An image's size: small, medium, large."
+    )
+    language = serializers.CharField(read_only=True, allow_null=True)
+    page = serializers.IntegerField(read_only=True, allow_null=True)
+    forId = serializers.UUIDField(read_only=True, allow_null=True, help_text="The step it is attached to.")
+    mime = serializers.CharField(read_only=True, allow_null=True)
+    props = serializers.JSONField(read_only=True)
+    bytes = serializers.IntegerField(read_only=True, help_text="Size in bytes.")
+
+    def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
+        return instance
+
+
 class ThreadSerializer(serializers.Serializer[Any]):
     """A thread, Chainlit's ThreadDict without its transcript (``steps`` is empty: read the
     transcript with ``history`` or ``bootstrap``)."""
@@ -121,7 +144,11 @@ class ThreadSerializer(serializers.Serializer[Any]):
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     metadata = serializers.JSONField(read_only=True, help_text="The persisted user session of the chat.")
     steps = StepSerializer(many=True, read_only=True)
-    elements = serializers.ListField(child=serializers.JSONField(), read_only=True)
+    elements = serializers.ListField(
+        child=serializers.JSONField(),
+        read_only=True,
+        help_text="Empty here; resume_thread's ThreadDict lists the thread's elements.",
+    )
 
     def to_representation(self, instance: Thread) -> dict[str, Any]:
         return thread_summary(instance)
@@ -134,6 +161,9 @@ class HistorySerializer(serializers.Serializer[Any]):
         read_only=True, allow_null=True, help_text="The next page, or null when nothing follows yet."
     )
     results = StepSerializer(many=True, read_only=True)
+    elements = ElementSerializer(
+        many=True, read_only=True, help_text="The elements attached to this page's steps (by forId)."
+    )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:
         return instance
@@ -187,6 +217,11 @@ class BootstrapSerializer(serializers.Serializer[Any]):
         child=serializers.DictField(),
         read_only=True,
         help_text="The app's open questions, as the socket's ``ask`` event: {msg, spec}.",
+    )
+    elements = ElementSerializer(
+        many=True,
+        read_only=True,
+        help_text="Files attached to the entries (by forId), oldest first; all of the thread's without a limit.",
     )
 
     def to_representation(self, instance: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ ISO-8601 strings ending in ``Z``.
 from datetime import datetime
 from typing import Any
 
+from threads_app import attachments
 from threads_app.content_filters import show_blocks
 from threads_app.models import Feedback, Step, Thread
 
@@ -97,7 +98,8 @@ def thread_to_dict(thread: Thread, steps: list[dict[str, Any]] | None = None) ->
         "tags": [thread.chat_profile] if thread.chat_profile else [],
         "metadata": thread.metadata,
         "steps": steps if steps is not None else [],
-        "elements": [],
+        # Listed with the transcript only: a thread list does not read every thread's files.
+        "elements": attachments.elements_of(thread.id) if steps is not None else [],
     }
 
 

@@ -9,6 +9,7 @@ from sessions_app.chat.actions import Action
 from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
 from sessions_app.chat.chat_settings import ChatSettings
 from sessions_app.chat.context import chat_context, current_session, user_session
+from sessions_app.chat.elements import Element, File, Image, Pdf, Plotly, Text
 from sessions_app.chat.feedback import Feedback
 from sessions_app.chat.hooks import (
     action_callback,
@@ -47,17 +48,23 @@ __all__ = [
     "ChatProfile",
     "ChatSettings",
     "Checkbox",
+    "Element",
     "Feedback",
+    "File",
+    "Image",
     "InputWidget",
     "Message",
     "MultiSelect",
     "NumberInput",
+    "Pdf",
+    "Plotly",
     "Select",
     "Slider",
     "Starter",
     "Step",
     "Switch",
     "Tags",
+    "Text",
     "TextInput",
     "action_callback",
     "chat_context",

@@ -2,11 +2,14 @@
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
 from threads_app.wire import iso
+
+if TYPE_CHECKING:
+    from sessions_app.chat.elements import Element
 
 
 class Message:
@@ -23,6 +26,7 @@ class Message:
         metadata: dict[str, Any] | None = None,
         is_error: bool = False,
         actions: list[Action] | None = None,
+        elements: "list[Element] | None" = None,
     ) -> None:
         self.id = uuid.UUID(str(id)) if id else uuid.uuid4()
         self.content = content
@@ -31,6 +35,8 @@ class Message:
         self.parent_id = uuid.UUID(str(parent_id)) if parent_id else None
         self.metadata = metadata or {}
         self.is_error = is_error
+        # Files attached to the message: sent after it (``send``), or a user's uploads.
+        self.elements: list[Element] = list(elements or [])
         self.created_at: datetime | None = None
         self.thread_id: uuid.UUID | None = None
         self.seq: int | None = None
@@ -93,6 +99,8 @@ class Message:
         await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
         for action in self.actions:  # Chainlit's clients learn of actions one by one
             await session.emit("action", action.to_dict())
+        for element in self.elements:
+            await element.send(for_id=self.id)
         return self
 
     async def stream_token(self, token: str, *, is_sequence: bool = False) -> None:

@@ -60,7 +60,13 @@ def test_a_new_chat_page_sets_the_csrf_cookie_and_a_strict_content_security_poli
     assert response.status_code == 200
     assert [t.name for t in response.templates][:2] == ["chat.html", "base.html"]
     assert "csrftoken" in response.cookies  # the client's API calls send it back
-    assert chat_config(response) == {"threadId": None, "threadName": "", "chatProfile": ""}
+    assert chat_config(response) == {
+        "threadId": None,
+        "threadName": "",
+        "chatProfile": "",
+        # The composer attaches what the upload endpoint takes: photos unless configured.
+        "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
+    }
     csp = response["Content-Security-Policy"]
     directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
     assert directives["script-src"] == "'self'" and directives["object-src"] == "'none'"
@@ -89,6 +95,7 @@ def test_a_thread_page_resumes_one_of_the_users_threads(client_for, user):
         "threadId": str(thread.pk),
         "threadName": thread.name,
         "chatProfile": "</script>Reverse",
+        "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
     }
     page = response.content.decode()
     assert "<script>alert(1)</script>" not in page  # the name is escaped everywhere

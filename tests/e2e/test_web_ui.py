@@ -122,7 +122,8 @@ class Chat:
         page.on("request", self._on_request)
 
     def _on_request(self, request) -> None:
-        if not request.url.startswith((self.base_url, "data:", "blob:")):
+        # (chrome: and chrome-extension: are Chromium's built-in PDF viewer, in a frame of ours)
+        if not request.url.startswith((self.base_url, "data:", "blob:", "chrome:", "chrome-extension:")):
             self.elsewhere.append(request.url)
 
     async def _on_dialog(self, dialog) -> None:

@@ -135,7 +135,9 @@ def test_purge_uploads_deletes_the_old_ones_only(api, user, settings):
     Upload.objects.filter(pk=ids[1]).update(created_at=timezone.now() - timedelta(hours=3))
     out = StringIO()
     call_command("purge_uploads", stdout=out)
-    assert out.getvalue() == "deleted 1 upload(s) older than 24 hours\n"
+    assert out.getvalue() == (
+        "deleted 1 upload(s) older than 24 hours\ndeleted 0 element(s) of chats that never started a thread\n"
+    )
     assert set(map(str, Upload.objects.values_list("pk", flat=True))) == {ids[1], ids[2]}
     call_command("purge_uploads", "--hours", "2", stdout=out)
     assert set(map(str, Upload.objects.values_list("pk", flat=True))) == {ids[2]}

@@ -42,7 +42,7 @@ def test_an_upload_of_each_allowed_type_is_stored_with_its_sniffed_type(api, use
     response = upload(api, data, name="whatever.bin")
     assert response.status_code == 201, response.content
     body = response.json()
-    assert set(body) == {"id", "contentType", "size"}
+    assert set(body) == {"id", "contentType", "size", "name"}
     assert body["contentType"] == content_type and body["size"] == len(data)
     stored = Upload.objects.get(pk=body["id"])
     assert stored.owner == user and bytes(stored.data) == data

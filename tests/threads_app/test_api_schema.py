@@ -60,7 +60,14 @@ def test_schema_is_valid_openapi_3_json(client):
     assert set(schema["components"]["schemas"][body_ref]["properties"]) == {"name"}
     # Bootstrap lists the failed sends a client can offer to send again.
     components = schema["components"]["schemas"]
-    assert set(components["Bootstrap"]["required"]) == {"thread", "entries", "pending", "failed", "asks"}
+    assert set(components["Bootstrap"]["required"]) == {
+        "thread",
+        "entries",
+        "pending",
+        "failed",
+        "asks",
+        "elements",
+    }
     failed = components["Bootstrap"]["properties"]["failed"]["items"]["$ref"].rsplit("/", 1)[1]
     assert set(components[failed]["required"]) == {"messageId", "text", "reason", "acceptedAt", "imageCount"}
 
@@ -228,6 +235,7 @@ def test_the_live_run_covers_every_other_operation():
     it would quietly not be fuzzed, so the list is pinned here."""
     assert LIVE_OPERATIONS == [
         "DELETE /api/feedback",
+        "GET /api/elements/{element_id}",
         "GET /api/project/settings",
         "GET /api/session-media/{thread_id}/{step_id}/{index}",
         "POST /api/chat/send",

@@ -113,7 +113,8 @@ def test_resume_reads_feedback_in_the_same_statement_as_the_steps(user):
     plain, _ = replies(user, 20)
     with CaptureQueriesContext(connection) as unrated:
         owned_thread_dict(user, plain.pk)
-    assert len(rated) == len(unrated) == 2  # the thread, then its steps joined with feedback
+    # The thread, then its steps joined with feedback, then its elements (media_app's).
+    assert len(rated) == len(unrated) == 3
 
 
 def test_the_services_report_what_changed_and_refuse_what_is_not_the_users(user, other_user):

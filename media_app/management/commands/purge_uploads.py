@@ -1,4 +1,5 @@
-"""``manage.py purge_uploads [--hours N]``: delete uploads older than N hours.
+"""``manage.py purge_uploads [--hours N]``: delete uploads older than N hours, and the elements
+(with their files) of chats that ended before their thread was created.
 
 Run it periodically, e.g. hourly from cron or a systemd timer:
 ``0 * * * * cd /srv/tether && .venv/bin/python manage.py purge_uploads``.
@@ -10,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from media_app.elements import purge_orphans
 from media_app.services import purge_uploads
 
 
@@ -28,3 +30,5 @@ class Command(BaseCommand):
             raise CommandError("--hours must not be negative")
         deleted = purge_uploads(timedelta(hours=age))
         self.stdout.write(f"deleted {deleted} upload(s) older than {age:g} hours\n")
+        orphans = purge_orphans(timedelta(hours=age))
+        self.stdout.write(f"deleted {orphans} element(s) of chats that never started a thread\n")

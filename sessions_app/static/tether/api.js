@@ -59,13 +59,15 @@ export function bootstrap(id, { limit } = {}) {
   return request("GET", `${threadUrl(id)}bootstrap/${query}`);
 }
 
-/** Every transcript step after `afterSeq`, following the pages. */
-export async function historyAfter(id, afterSeq) {
+/** Every transcript step after `afterSeq`, following the pages (the pages' elements are
+ * pushed onto `elements` when given). */
+export async function historyAfter(id, afterSeq, elements = null) {
   const steps = [];
   let url = `${threadUrl(id)}history/?after_seq=${encodeURIComponent(afterSeq)}&limit=500`;
   while (url) {
     const page = await request("GET", url);
     steps.push(...page.results);
+    elements?.push(...(page.elements ?? []));
     url = page.next;
   }
   return steps;
@@ -82,7 +84,8 @@ export function deleteFeedback(feedbackId) {
   return request("DELETE", "/api/feedback", { feedbackId });
 }
 
-/** Upload one photo (multipart field `file`); answers `{id, ...}`. */
+/** Upload one photo, or another file the server accepts (multipart field `file`); answers
+ * `{id, contentType, size, name}`. */
 export function uploadPhoto(file) {
   const form = new FormData();
   form.append("file", file, file.name);

@@ -17,6 +17,7 @@ import { reconcilePending } from "./reconcile.js";
 import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
+import { ElementViews } from "./elements.js";
 import { ChatStart } from "./starters.js";
 import { containerFor, insertInOrder, isStepEntry } from "./steps.js";
 import { Transcript } from "./transcript.js";
@@ -116,11 +117,16 @@ const chatSettings = new ChatSettingsPanel(dom.input, {
 
 let asks = null; // action buttons and the app's questions (asks.js), made with the socket
 
-/** Draw a step into its element, with its feedback bar and buttons when it takes them. */
+const attached = new ElementViews({ nodeFor: (id) => elements.get(id) });
+// What the server lets users upload (chatproject.views): photos only unless configured.
+const uploads = config.uploads ?? { accept: ["image/png", "image/jpeg", "image/gif", "image/webp"] };
+
+/** Draw a step into its element, with its feedback bar, buttons and elements when it takes them. */
 function draw(node, step) {
   fillStep(node, step);
   feedback.decorate(node, step);
   asks?.decorate(node, step);
+  attached.decorate(node, step);
 }
 
 // --- the transcript on screen -------------------------------------------------------------
@@ -142,6 +148,7 @@ function place(step) {
     node = stepElement(step);
     feedback.decorate(node, step);
     asks?.decorate(node, step);
+    attached.decorate(node, step);
     elements.set(step.id, node);
   }
   // A step nested in a step on the page goes into that step's children (steps.js).
@@ -222,7 +229,7 @@ function reconcile() {
   const still = new Set(state.pending.map((p) => p.id));
   for (const gone of before.filter((p) => !still.has(p.id))) {
     state.outbox.delete(gone.id);
-    for (const f of gone.files ?? []) URL.revokeObjectURL(f.url);
+    for (const f of gone.files ?? []) if (f.url) URL.revokeObjectURL(f.url);
   }
   renderPending();
 }
@@ -307,6 +314,7 @@ async function loadThread() {
     const data = await api.bootstrap(state.threadId);
     setTitle(data.thread.name);
     addPending(openSends(data));
+    attached.add(data.elements);
     applySteps(data.entries, { read: true });
     for (const ask of data.asks ?? []) asks.show(ask); // a question still waiting for the user
   } catch (error) {
@@ -338,7 +346,9 @@ async function refreshOpenSends() {
 async function catchUp() {
   if (!state.threadId || !state.loaded) return;
   try {
-    applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq()), { read: true });
+    const found = [];
+    applySteps(await api.historyAfter(state.threadId, state.transcript.maxSeq(), found), { read: true });
+    attached.add(found);
   } catch (error) {
     notify(interpolate(gettext("Could not catch up with the chat: %(error)s"), { error: error.message }));
   }
@@ -452,6 +462,7 @@ socket.on("task_end", () => {
 socket.on("first_interaction", (data) => adoptThread(data?.thread_id));
 socket.on("resume_thread", (thread) => {
   setTitle(thread?.name);
+  attached.add(thread?.elements);
   applySteps(thread?.steps ?? [], { read: true });
   state.loaded = true;
   updateView();
@@ -476,6 +487,11 @@ socket.on("ask", (payload) => {
 });
 socket.on("clear_ask", (data) => asks.clear(data));
 socket.on("remove_action", (action) => asks.removeAction(action));
+socket.on("element", (element) => {
+  if (element?.threadId && state.threadId && element.threadId !== state.threadId) return;
+  attached.add([element]);
+});
+socket.on("remove_element", (data) => attached.remove(data));
 socket.on("chat-user-message", (data) => {
   // A send made elsewhere (another tab, the HTTP API) for the thread on screen.
   if (!data?.messageId || (state.threadId && data.threadId !== state.threadId)) return;
@@ -524,7 +540,11 @@ function send(text, files = []) {
     id: uuid4(),
     text,
     state: "sending",
-    files: files.map((file) => ({ name: file.name, url: URL.createObjectURL(file), file })),
+    files: files.map((file) => ({
+      name: file.name,
+      url: file.type.startsWith("image/") ? URL.createObjectURL(file) : null,
+      file,
+    })),
   };
   chatStart.lock(); // the chat's first message fixes its profile
   addPending([item]);
@@ -540,7 +560,7 @@ async function prepare(item) {
       const uploaded = await Promise.all(item.files.map((f) => api.uploadPhoto(f.file)));
       fileReferences = uploaded.map((u) => ({ id: u.id }));
     } catch (error) {
-      const why = interpolate(gettext("the photo upload failed (%(error)s)"), { error: error.message });
+      const why = interpolate(gettext("the upload failed (%(error)s)"), { error: error.message });
       setPending(item.id, { state: "failed", error: why });
       return;
     }
@@ -609,6 +629,7 @@ async function switchProfile(name) {
   state.transcript = new Transcript();
   chatSettings.reset();
   elements.clear();
+  attached.clear();
   dom.transcript.replaceChildren();
   setRunning(false);
   updateView();
@@ -635,20 +656,33 @@ function autosize() {
   dom.input.style.height = `${Math.min(dom.input.scrollHeight, 240)}px`;
 }
 
+/** Whether the server takes this file (its check, by content, is the one that counts). */
+function acceptable(file) {
+  const family = `${file.type.split("/")[0]}/*`;
+  const typeOk = !file.type || uploads.accept.some((t) => t === file.type || t === family || t === "*/*");
+  return typeOk && !(uploads.maxBytes && file.size > uploads.maxBytes);
+}
+
 function addFiles(files) {
-  const photos = [...files].filter((f) => f.type.startsWith("image/"));
-  if (photos.length < files.length) notify(gettext("Only photos can be attached."));
-  state.files = [...state.files, ...photos];
+  const taken = [...files].filter(acceptable);
+  if (taken.length < files.length) {
+    const photosOnly = uploads.accept.every((t) => t.startsWith("image/"));
+    notify(gettext(photosOnly ? "Only photos can be attached." : "This type or size of file cannot be attached."));
+  }
+  state.files = [...state.files, ...taken];
   renderAttachments();
 }
 
 function renderAttachments() {
   const chips = state.files.map((file, index) => {
     const chip = el("span", "attachment");
-    const thumb = el("img", "attachment-thumb");
-    thumb.alt = "";
-    thumb.src = URL.createObjectURL(file);
-    thumb.addEventListener("load", () => URL.revokeObjectURL(thumb.src), { once: true });
+    let thumb = el("span", "attachment-thumb attachment-file", (file.name.split(".").pop() || "").slice(0, 4));
+    if (file.type.startsWith("image/")) {
+      thumb = el("img", "attachment-thumb");
+      thumb.alt = "";
+      thumb.src = URL.createObjectURL(file);
+      thumb.addEventListener("load", () => URL.revokeObjectURL(thumb.src), { once: true });
+    }
     const remove = el("button", "icon-button");
     remove.append(icon("close"));
     remove.type = "button";
@@ -752,6 +786,7 @@ const sidebar = new Sidebar(dom.sidebar, {
   },
 });
 sidebar.load();
+dom.fileInput.accept = uploads.accept.join(",");
 setTitle(config.threadName);
 setRunning(false);
 updateView();

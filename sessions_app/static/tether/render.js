@@ -91,6 +91,8 @@ const ICONS = {
   close: "M6 6l12 12M18 6L6 18",
   // A thumb raised from a fist; thumbs down is the same turned over (class icon-flip).
   thumb: "M7 11v9H4v-9h3zM7 11l3.5-7c1.4 0 2.6 1.1 2.2 2.8L12 10h5.6a2 2 0 012 2.3l-1.2 6A2 2 0 0116.4 20H7",
+  download: "M12 4v11M7 10l5 5 5-5M5 20h14",
+  panel: "M4 5h16v14H4zM14 5v14",
 };
 
 export function icon(name) {
@@ -201,9 +203,11 @@ export function pendingElement(item, { onRetry } = {}) {
   body.id = `pending-text-${item.id}`;
   const parts = [el("div", "msg-author", gettext("You")), body];
   const previews = item.files?.length
-    ? item.files.map((f) => ({ src: f.url, alt: f.name }))
+    ? item.files.filter((f) => f.url).map((f) => ({ src: f.url, alt: f.name }))
     : photosOf(item.images);
   if (previews.length) parts.push(photoList(previews));
+  const others = (item.files ?? []).filter((f) => !f.url); // files that are not photos: named
+  if (others.length) parts.push(el("div", "msg-photos-note", others.map((f) => f.name).join(", ")));
   else if (item.imageCount) parts.push(el("div", "msg-photos-note", photoCount(item.imageCount)));
   const status = el("div", "msg-status", label);
   if (canRetry && onRetry) {
