@@ -3,9 +3,10 @@
 axe-core (vendored in ``tests/e2e/vendor/axe-core``, never served by Tether) is evaluated in the
 page through Playwright, which the page's Content-Security-Policy does not apply to. The page
 runs ``examples.showcase_app``, the example app that uses every part of the hooks API; the test
-brings each on screen (starters and the profile picker on the empty chat, then a conversation
-with code, feedback and the rest), and axe's default rules (WCAG 2.x A and AA, and its best
-practices) must find nothing, in the light and the dark theme.
+brings each on screen (starters and the profile picker on the empty chat; then steps opened,
+code, an action button and feedback; math and every kind of element with the side panel open;
+the chat settings dialog; a question with choices), and axe's default rules (WCAG 2.x A and
+AA, and its best practices) must find nothing, in the light and the dark theme.
 """
 
 from pathlib import Path
@@ -65,11 +66,35 @@ async def test_axe_finds_nothing_on_the_chat_page_with_every_feature_in_both_the
         await expect(chat.locator("#chat-profile")).to_be_visible()
         await check_both_themes(chat, "empty-chat")
 
-        # A conversation: a reply with code (highlighted, Copy buttons) and feedback thumbs.
+        # A conversation: steps (opened, one nested), a reply with code (highlighted, Copy
+        # buttons), an action button and feedback thumbs.
         await chat.send("show me code")
-        await expect(chat.locator("#transcript pre code.hljs").first).to_be_visible()
+        await expect(chat.locator("#transcript pre code.language-python.hljs")).to_be_visible()
         await expect(chat.locator("#transcript .feedback-up").first).to_be_visible()
+        await expect(chat.page.get_by_role("button", name="Explain it")).to_be_visible()
+        search = chat.locator("#transcript > li.msg-step").first
+        await search.locator(":scope > details > summary").click()
+        await expect(search.locator(".step-children > li.msg-step")).to_have_count(1)
+        await search.locator(".step-children > li.msg-step > details > summary").click()
         await check_both_themes(chat, "conversation")
+
+        # Math, and elements: an image, a plot, a text, a file, a PDF opened in the side panel.
+        await chat.send("math")
+        await expect(chat.locator("#transcript .katex").first).to_be_visible()
+        await chat.send("report")
+        await expect(chat.locator("#transcript img.element-image")).to_be_visible()
+        await expect(chat.locator("#transcript .element-plotly[data-rendered=true]")).to_have_count(1)
+        await chat.locator("#transcript button.element-link", has_text="guide.pdf").click()
+        await expect(chat.locator("#element-panel iframe.element-pdf")).to_be_visible()
+        await check_both_themes(chat, "elements")
+        await chat.locator("#element-panel .element-panel-close").click()
+
+        # The chat settings panel, open.
+        await chat.page.get_by_role("button", name="Chat settings").click()
+        await expect(chat.page.get_by_role("dialog", name="Chat settings")).to_be_visible()
+        await check_both_themes(chat, "settings")
+        await chat.page.keyboard.press("Escape")
+        await expect(chat.page.get_by_role("dialog", name="Chat settings")).to_be_hidden()
         await chat.assert_clean()
 
         # A question: the ask panel above the message box and the choices under the question.
