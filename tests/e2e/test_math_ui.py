@@ -12,6 +12,7 @@ from playwright.async_api import Browser, expect
 from tests.apps.math_app import MATH_REPLY
 from tests.e2e.test_theme_ui import THEME_PROBES, ThemedChat
 from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, TIMEOUT_MS
+from tests.support.waiting import wait_until_async
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -83,10 +84,11 @@ async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_t
     # KaTeX's own fonts, from this origin, were used to draw the formulas.
     assert fonts and all(url.startswith(chat.base_url) and url.endswith(".woff2") for url in fonts)
     assert scripts == [f"{chat.base_url}/static/tether/vendor/katex/katex.mjs"]
-    assert await chat.page.evaluate(
+    regular_loaded = (  # (the font arrives after the formula is drawn)
         "[...document.fonts].some(f => f.family === 'KaTeX_Main' && f.weight === '400'"
         " && f.style === 'normal' && f.status === 'loaded')"
     )
+    await wait_until_async(lambda: chat.page.evaluate(regular_loaded))
     # Copying the reply gives the LaTeX as written.
     await reply.locator("button.copy-message").click()
     assert await chat.clipboard() == MATH_REPLY
