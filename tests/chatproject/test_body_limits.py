@@ -176,7 +176,9 @@ async def test_bodies_of_empty_arrays_are_refused_and_cost_others_nothing(
     reason="known limit: a send body is parsed whole before its message is found too long (photos "
     "travel inline, so the body budget is 134 MB); json.loads of 10 MB holds the GIL about 25 ms "
     "on the request thread, and other users wait about 3x as long",
-    strict=True,  # if the limit goes, this fails: take the mark off
+    # Not strict: the bound is on timings, and on a quiet machine a run can pass by luck (one
+    # XPASS in CI, 2026-11-30), which says nothing about the limit being gone.
+    strict=False,
 )
 async def test_a_10_mb_message_is_refused_for_its_length_and_costs_others_nothing(limits_server, make_user):
     """A body of an ordinary shape holding one 10 MB string. Before, DRF's surrogate check also
