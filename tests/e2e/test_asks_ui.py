@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from playwright.async_api import Browser, expect
 
-from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, TIMEOUT_MS, Chat
+from tests.e2e.test_web_ui import Chat, _page_opener
 from tests.media_app.photos import photo
 from threads_app.models import Ask
 
@@ -26,18 +26,8 @@ def asks_server(server_factory) -> Any:
 
 @pytest.fixture
 async def open_chat(browser: Browser, asks_server) -> AsyncIterator[Callable[[], Awaitable[Chat]]]:
-    contexts = []
-
-    async def open_page() -> Chat:
-        context = await browser.new_context(viewport=DESKTOP)
-        context.set_default_timeout(TIMEOUT_MS)
-        await context.add_init_script(PAGE_PROBES)
-        contexts.append(context)
-        return Chat(await context.new_page(), asks_server.url)
-
-    yield open_page
-    for context in contexts:
-        await context.close()
+    async for open_page in _page_opener(browser, asks_server.url):
+        yield open_page
 
 
 @sync_to_async

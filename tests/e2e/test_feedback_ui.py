@@ -16,10 +16,8 @@ from asgiref.sync import sync_to_async
 from playwright.async_api import Browser, expect
 
 from tests.e2e.test_web_ui import (
-    DESKTOP,
-    PAGE_PROBES,
-    TIMEOUT_MS,
     Chat,
+    _page_opener,
 )
 from tests.support.waiting import wait_until_async
 from threads_app.models import Feedback
@@ -47,18 +45,8 @@ def app_server(request, server_factory, tmp_path_factory) -> tuple[str, Any]:
 @pytest.fixture
 async def open_chat(browser: Browser, app_server) -> AsyncIterator[Callable[[], Awaitable[Chat]]]:
     _, server = app_server
-    contexts = []
-
-    async def open_page() -> Chat:
-        context = await browser.new_context(viewport=DESKTOP)
-        context.set_default_timeout(TIMEOUT_MS)
-        await context.add_init_script(PAGE_PROBES)
-        contexts.append(context)
-        return Chat(await context.new_page(), server.url)
-
-    yield open_page
-    for context in contexts:
-        await context.close()
+    async for open_page in _page_opener(browser, server.url):
+        yield open_page
 
 
 @sync_to_async

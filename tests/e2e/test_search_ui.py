@@ -12,10 +12,9 @@ import pytest
 from playwright.async_api import Browser, expect
 
 from tests.e2e.test_web_ui import (
-    DESKTOP,
-    PAGE_PROBES,
     TIMEOUT_MS,
     Chat,
+    _page_opener,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -30,18 +29,8 @@ def web_server(server_factory, tmp_path_factory):
 
 @pytest.fixture
 async def open_chat(browser: Browser, web_server) -> AsyncIterator[Callable[[], Awaitable[Chat]]]:
-    contexts = []
-
-    async def open_page() -> Chat:
-        context = await browser.new_context(viewport=DESKTOP)
-        context.set_default_timeout(TIMEOUT_MS)
-        await context.add_init_script(PAGE_PROBES)
-        contexts.append(context)
-        return Chat(await context.new_page(), web_server.url)
-
-    yield open_page
-    for context in contexts:
-        await context.close()
+    async for open_page in _page_opener(browser, web_server.url):
+        yield open_page
 
 
 expect.set_options(timeout=TIMEOUT_MS)
