@@ -226,6 +226,12 @@ REST_FRAMEWORK = {
         "sends": os.environ.get("SEND_THROTTLE_RATE", "120/min"),
         "uploads": os.environ.get("UPLOAD_THROTTLE_RATE", "30/min"),
         "feedback": os.environ.get("FEEDBACK_THROTTLE_RATE", "60/min"),
+        # The budgets of threads_app.budgets not above: clicks on action buttons, changes of
+        # the chat settings, answers to asks, thread searches.
+        "clicks": os.environ.get("CLICKS_THROTTLE_RATE", "60/min"),
+        "settings": os.environ.get("SETTINGS_THROTTLE_RATE", "60/min"),
+        "ask_answers": os.environ.get("ASK_ANSWERS_THROTTLE_RATE", "60/min"),
+        "searches": os.environ.get("SEARCHES_THROTTLE_RATE", "60/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }

@@ -55,11 +55,11 @@ settings.ENGINE_IDLE_TIMEOUT = 0
 
 @pytest.fixture(autouse=True)
 def _fresh_send_budgets():
-    """Each test starts with full send buckets (they are keyed by user pk, which a database
-    flushed after a test hands out again)."""
-    from threads_app.token_bucket import sends
+    """Each test starts with full budgets (their buckets are keyed by user pk, which a
+    database flushed after a test hands out again)."""
+    from threads_app.budgets import reset_all
 
-    sends.reset()
+    reset_all()
 
 
 @pytest.fixture(scope="session", autouse=True)
