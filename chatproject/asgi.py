@@ -12,13 +12,15 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from chatproject.body_limits import BodyLimitMiddleware  # noqa: E402
+from chatproject.budget_gate import BudgetGate  # noqa: E402
 from sessions_app.auth import BrowserOriginValidator, SocketAuthMiddleware  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 from sessions_app.shutdown import graceful_shutdown  # noqa: E402
 
 django_http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.SERVE_STATIC else django_asgi_app
-# Bodies over their endpoint's budget are refused before Django reads them.
-http_app = BodyLimitMiddleware(django_http_app)
+# Bodies over their endpoint's budget are refused before Django reads them, and repeats of a
+# request a budget just refused before anything else.
+http_app = BudgetGate(BodyLimitMiddleware(django_http_app))
 
 application = ProtocolTypeRouter(
     {

@@ -1,9 +1,10 @@
 """The upload rate limit: each upload stores up to ``MAX_IMAGE_BYTES`` in the database."""
 
-from threads_app.throttling import ConfigurableRateThrottle
+from threads_app.budgets import UPLOADS, BudgetThrottle
 
 
-class UploadRateThrottle(ConfigurableRateThrottle):
-    """Limits a user's uploads (``UPLOAD_THROTTLE_RATE``, default ``30/min``)."""
+class UploadRateThrottle(BudgetThrottle):
+    """Limits a user's uploads (``UPLOAD_THROTTLE_RATE``, default ``30/min``: a burst of 30,
+    refilled at one every 2 s), from the budget model's UPLOADS bucket."""
 
-    scope = "uploads"
+    budget = UPLOADS

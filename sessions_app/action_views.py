@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 from sessions_app import actions
 from sessions_app.chat.hooks import load_app
 from sessions_app.views import DetailSerializer
+from threads_app.budgets import CLICKS, BudgetThrottle
 from threads_app.parsers import BoundedJSONParser
 
 
@@ -52,8 +53,16 @@ class NotConnected(APIException):
     default_detail = "The session has no connection right now; reconnect and click again."
 
 
+class ClickRateThrottle(BudgetThrottle):
+    """Clicks over HTTP spend from the bucket ``action_call`` spends from (CLICKS,
+    ``CLICKS_THROTTLE_RATE``): whatever a callback does, neither door goes around it."""
+
+    budget = CLICKS
+
+
 class CallActionView(APIView):
     parser_classes = [BoundedJSONParser]
+    throttle_classes = [ClickRateThrottle]
 
     @extend_schema(
         operation_id="project_action",
@@ -74,6 +83,9 @@ class CallActionView(APIView):
             409: OpenApiResponse(DetailSerializer, description="The session has no socket right now."),
             413: OpenApiResponse(DetailSerializer, description="The body is over MAX_REQUEST_BODY_BYTES."),
             415: OpenApiResponse(DetailSerializer, description="A body that is not JSON."),
+            429: OpenApiResponse(
+                DetailSerializer, description="Over the click budget (CLICKS_THROTTLE_RATE); see Retry-After."
+            ),
         },
     )
     def post(self, request: Request) -> Response:

@@ -16,11 +16,14 @@ from sessions_app.chat.actions import Action
 from sessions_app.chat.hooks import load_app
 from sessions_app.database import database_sync_to_async
 from sessions_app.lifecycle import first_interaction
-from sessions_app.live import LiveSession
+from sessions_app.live import MAX_WAITING_CLICKS, LiveSession, TooManyWaiting
 from sessions_app.models import SocketSession
 from threads_app import asks as ask_records
 
 NOT_FOUND = "no such action on a message of this chat"
+TOO_MANY_WAITING = (
+    f"{MAX_WAITING_CLICKS} clicks of this chat are waiting for their turn; click again once they ran"
+)
 
 
 class ActionRefused(Exception):
@@ -74,12 +77,19 @@ def lookup(user: User, session_id: uuid.UUID, payload: Any) -> tuple[dict[str, A
 
 
 async def call(live: LiveSession, payload: Any) -> dict[str, Any]:
-    """Run the app's callback for a click; answered once the callback is queued."""
+    """Run the app's callback for a click; answered once the callback is queued. The click
+    budget was spent by whoever received the click (the socket or the HTTP view); a session
+    with ``MAX_WAITING_CLICKS`` callbacks waiting refuses more before reading anything."""
+    if live.clicks_full():
+        raise ActionRefused(TOO_MANY_WAITING)
     stored, _channel = await database_sync_to_async(lookup)(live.user, live.id, payload)
     callback = load_app().action_callbacks.get(stored.get("name") or "")
     if callback is None:
         raise ActionRefused(f"no callback for action {stored.get('name')!r}")
     if not live.has_first_interaction:  # as Chainlit does: the click starts the thread
         await first_interaction(live, stored.get("label") or stored.get("name") or "action")
-    live.run_hook(callback, Action.from_dict(stored))
+    try:
+        live.run_click(callback, Action.from_dict(stored))
+    except TooManyWaiting:
+        raise ActionRefused(TOO_MANY_WAITING) from None
     return {"success": True, "id": stored["id"], "forId": stored.get("forId")}

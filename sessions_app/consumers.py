@@ -7,7 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app import actions, asks, lifecycle
+from sessions_app import actions, asks, lifecycle, limits
 from sessions_app.auth import user_for_token
 from sessions_app.emitter import local_sockets, session_group
 from sessions_app.live import LiveSession
@@ -16,6 +16,7 @@ from sessions_app.record_events import user_group
 from sessions_app.replay import RecoveryRefused, SessionStream, requested_offset
 from sessions_app.socketio_consumer import ConnectionRefused, SocketIOConsumer
 from sessions_app.thread_bus import thread_group
+from threads_app.budgets import ASK_ANSWERS, CLICKS, SENDS, SETTINGS_CHANGES, Budget
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +26,15 @@ FRAME_ENVELOPE = 1024
 SMALL_FRAME = 4096
 # Asks sent to one socket whose acknowledgement is still awaited, at most.
 MAX_ASKS_BY_ACK = 64
+# The budget each event spends from, before its frame is parsed (``admit_event``). A
+# ``client_message`` spends from SENDS once it is parsed (``lifecycle.client_message``): an
+# invalid message costs nothing; an edit runs ``on_message`` again, so it is a send too.
+EVENT_BUDGETS: dict[str, Budget] = {
+    "action_call": CLICKS,
+    "chat_settings_change": SETTINGS_CHANGES,
+    "ask_answer": ASK_ANSWERS,
+    "edit_message": SENDS,
+}
 
 
 class ChatConsumer(SocketIOConsumer):
@@ -113,6 +123,37 @@ class ChatConsumer(SocketIOConsumer):
             return False
         return True
 
+    async def admit_event(self, event: str, ack_id: int | None) -> bool:
+        """Spend from the event's budget (``EVENT_BUDGETS``) before its frame is parsed; a
+        refusal is answered with when to try again, and nothing of the event is done."""
+        budget = EVENT_BUDGETS.get(event)
+        if budget is None or self.live is None:
+            return True
+        return await self._spend(budget, event, ack_id)
+
+    def awaits_ack(self, ack_id: int) -> bool:
+        return ack_id in self.asks_by_ack
+
+    async def admit_ack(self, ack_id: int) -> bool:
+        """An ask's acknowledgement is an answer: it spends from ASK_ANSWERS. A refused one
+        keeps its ask awaited, so the same acknowledgement may come again later."""
+        if self.live is None:
+            return True
+        return await self._spend(ASK_ANSWERS, "ask", None)
+
+    async def _spend(self, budget: Budget, event: str, ack_id: int | None) -> bool:
+        assert self.live is not None
+        try:
+            await limits.spend(budget, self.live.user)
+        except limits.OverBudget as refused:
+            # One frame back: the ack when the client asked for one, else the error event.
+            if ack_id is not None:
+                await self.ack(ack_id, {"error": str(refused), "retryAfter": refused.retry_after})
+            else:
+                await self.emit("error", {"message": str(refused), "event": event})
+            return False
+        return True
+
     async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
         handler = self._handlers().get(event)
         if handler is None:
@@ -130,6 +171,9 @@ class ChatConsumer(SocketIOConsumer):
             return
         except (asks.AskRefused, actions.ActionRefused) as bad:
             await self.emit_error(str(bad), event=event, ack_id=ack_id)
+            return
+        except limits.OverBudget as refused:
+            await self.emit_error(str(refused), event=event, ack_id=ack_id)
             return
         live = self.live
         await self._follow_thread(live.thread_id if live and live.has_first_interaction else None)

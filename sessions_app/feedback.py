@@ -25,6 +25,7 @@ from rest_framework.views import APIView
 
 from sessions_app.chat.feedback import Feedback, announce_feedback
 from sessions_app.server_loop import run_on_server_loop
+from threads_app.budgets import FEEDBACK, BudgetThrottle
 from threads_app.feedback import (
     Change,
     FeedbackNotFound,
@@ -36,7 +37,6 @@ from threads_app.models import FEEDBACK_COMMENT_MAX
 from threads_app.models import Feedback as FeedbackRecord
 from threads_app.parsers import BoundedJSONParser
 from threads_app.serializers import TextField
-from threads_app.throttling import ConfigurableRateThrottle
 
 
 class FeedbackValueField(serializers.IntegerField):
@@ -110,6 +110,7 @@ COMMON_ERRORS = {
     403: _error("A session-authenticated request without a valid CSRF token."),
     413: _error("The body is over MAX_REQUEST_BODY_BYTES (refused before it is read)."),
     415: _error("A body that is not JSON."),
+    429: _error("Over the feedback budget (FEEDBACK_THROTTLE_RATE); see Retry-After."),
 }
 
 
@@ -127,11 +128,11 @@ class FeedbackSchema(AutoSchema):
             self.method = "DELETE"
 
 
-class FeedbackRateThrottle(ConfigurableRateThrottle):
+class FeedbackRateThrottle(BudgetThrottle):
     """Limits a user's feedback writes (``FEEDBACK_THROTTLE_RATE``, default ``60/min``): each
     one is a database write and may run the app's ``on_feedback``."""
 
-    scope = "feedback"
+    budget = FEEDBACK
 
 
 class FeedbackView(APIView):

@@ -367,7 +367,7 @@ async def chat_settings_change(live: LiveSession, payload: Any) -> None:
 async def _settings_updated(live: LiveSession) -> None:
     hooks = load_app()
     if hooks.on_settings_update is not None:
-        live.run_hook(hooks.on_settings_update, dict(live.chat_settings), with_task=False)
+        live.update_settings(hooks.on_settings_update)
     else:
         await live.persist()
 

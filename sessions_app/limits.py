@@ -1,7 +1,8 @@
 """The socket's side of the budgets (``threads_app.budgets``): the same buckets as the API's
-throttles, taken from the event loop (one Redis round trip, no thread), refused before any
-work is queued."""
+throttles, taken from the event loop (one Redis round trip, no thread; none at all for a user
+refused a moment ago), refused before any work is queued."""
 
+import math
 from typing import Any
 
 from threads_app.budgets import SENDS, Budget
@@ -14,6 +15,11 @@ class OverBudget(Exception):
         super().__init__(budget.refusal(wait))
         self.budget = budget
         self.wait = wait
+
+    @property
+    def retry_after(self) -> int:
+        """Whole seconds until the budget allows it (HTTP's ``Retry-After``)."""
+        return math.ceil(self.wait)
 
 
 async def spend(budget: Budget, user: Any) -> None:

@@ -40,6 +40,14 @@ from threads_app.wire import step_fields
 
 logger = logging.getLogger(__name__)
 
+# Clicks of one session waiting for their turn, at most: a burst within the click budget
+# queues no more callbacks (each a task holding its arguments) than this.
+MAX_WAITING_CLICKS = 4
+
+
+class TooManyWaiting(Exception):
+    """The session already has as many hooks of this kind waiting as it may."""
+
 
 def entry_of(step: dict[str, Any]) -> Message | Step:
     """A StepDict as the app sees it: a ``chat.Message`` or, for the work of a turn (a tool
@@ -89,6 +97,12 @@ class LiveSession:
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
         # (and the steps it has open).
         self._open_streams: dict[uuid.UUID, Message | Step] = {}
+        # Click callbacks queued and not started (``run_click``).
+        self._waiting_clicks: set[asyncio.Task[Any]] = set()
+        # The settings the queued ``on_settings_update`` will get: set while one is queued
+        # and not started, so a newer change replaces them instead of queueing another.
+        self._settings_to_apply: dict[str, Any] | None = None
+        self._settings_run: asyncio.Task[Any] | None = None
         stop_handlers.add(self.id, self._remote_stop)
 
     # --- what hooks read -----------------------------------------------------------------
@@ -236,6 +250,46 @@ class LiveSession:
         turn_message.set(message.id)
         await on_message(message)
 
+    # --- clicks and settings changes: bounded queues ---------------------------------------
+
+    def clicks_full(self) -> bool:
+        return len(self._waiting_clicks) >= MAX_WAITING_CLICKS
+
+    def run_click(self, callback: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Queue an action callback; TooManyWaiting when ``MAX_WAITING_CLICKS`` already wait."""
+        if self.clicks_full():
+            raise TooManyWaiting(f"{MAX_WAITING_CLICKS} clicks are waiting")
+        task = self.run_hook(self._click, callback, args)
+        self._waiting_clicks.add(task)
+        task.add_done_callback(self._waiting_clicks.discard)
+
+    async def _click(self, callback: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> None:
+        current = asyncio.current_task()
+        if current is not None:
+            self._waiting_clicks.discard(current)  # its turn has begun
+        await callback(*args)
+
+    def update_settings(self, on_settings_update: Callable[[dict[str, Any]], Awaitable[Any]]) -> None:
+        """Run ``on_settings_update`` with the session's settings. A change made while an
+        earlier one still waits for its turn supersedes it: the waiting run gets the latest
+        settings, and no second run is queued (what a settings panel's user means)."""
+        queued = self._settings_to_apply is not None
+        self._settings_to_apply = dict(self.chat_settings)
+        if not queued:
+            self._settings_run = self.run_hook(self._apply_settings, on_settings_update, with_task=False)
+            self._settings_run.add_done_callback(self._settings_run_ended)
+
+    def _settings_run_ended(self, task: "asyncio.Task[Any]") -> None:
+        # A run that started took the settings; one cancelled before it started leaves them.
+        if task is self._settings_run:
+            self._settings_run = None
+            self._settings_to_apply = None
+
+    async def _apply_settings(self, on_settings_update: Callable[[dict[str, Any]], Awaitable[Any]]) -> None:
+        values, self._settings_to_apply = self._settings_to_apply, None
+        if values is not None:
+            await on_settings_update(values)
+
     def drop_waiting(self) -> list[AcceptedMessage]:
         """Cancel the sends waiting for their turn (a stop); returns them."""
         waiting, self._waiting = self._waiting, {}
@@ -368,6 +422,10 @@ class LiveSession:
             await asyncio.wait({task}, timeout=0.1)
             if not task.done() and (self.stopping or self.shutting_down):
                 task.cancel()
+
+    def pending_hooks(self) -> int:
+        """Hooks of this session running or queued (what a burst of input could grow)."""
+        return len(self._tasks)
 
     def cancel_all(self) -> None:
         for task in list(self._tasks):

@@ -165,6 +165,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     async def _receive_socketio(self, encoded: str, size: int) -> None:
         ack = ACK_ID.match(encoded)  # to answer a call, if it was one, without parsing the JSON
         ack_id = int(ack.group(1)) if ack else None
+        event: str | None = None
         if encoded[:1] == "2":  # an EVENT: its frame must fit its event's budget before parsing
             named = EVENT_NAME.match(encoded)
             event = named.group(1) if named else None
@@ -176,6 +177,12 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
                     ack_id=ack_id,
                 )
                 return
+            if event is not None and self.sio_sid is not None and not await self.admit_event(event, ack_id):
+                return  # refused (and answered) before it is parsed
+        elif encoded[:1] == "3" and (  # an ACK: only one this socket awaits is parsed
+            ack_id is None or not self.awaits_ack(ack_id) or not await self.admit_ack(ack_id)
+        ):
+            return
         try:
             check_shape(encoded.encode("utf-8", "surrogatepass"))  # the API's JSON budgets
         except ParseError as exc:
@@ -198,6 +205,8 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
             if not isinstance(data, list) or not data or not isinstance(data[0], str):
                 await self.emit_error("malformed event: expected [name, ...args]", ack_id=packet.id)
                 return
+            if event is None and not await self.admit_event(data[0], packet.id):
+                return  # a name written with escapes is admitted once it is read
             try:
                 await self.socketio_event(data[0], data[1:], packet.id)
             except Exception:
@@ -298,6 +307,21 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         """The largest frame, in bytes, an EVENT packet named ``event`` may come in (None: a
         name that could not be read without parsing); bigger ones are refused unparsed."""
         return int(self.max_payload)
+
+    async def admit_event(self, event: str, ack_id: int | None) -> bool:
+        """Whether an EVENT named ``event`` of the connected namespace may be handled; asked
+        before its packet is parsed, so a refusal (answered here, e.g. a spent budget) costs
+        no decoding. Asked once per packet."""
+        return True
+
+    def awaits_ack(self, ack_id: int) -> bool:
+        """Whether an ACK with this id answers something this socket sent with ``call``; any
+        other ACK is dropped before it is parsed."""
+        return True
+
+    async def admit_ack(self, ack_id: int) -> bool:
+        """Like ``admit_event``, for an awaited ACK (before it is parsed)."""
+        return True
 
     async def socketio_connect(self, auth: dict[str, Any]) -> dict[str, Any] | None:
         """Authorise the namespace CONNECT; raise ConnectionRefused to refuse it. What it

@@ -19,6 +19,7 @@ from typing import Any
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
+from threads_app.recent_refusals import credential, recent_refusals
 from threads_app.token_bucket import Rate, TokenBucket
 
 
@@ -73,11 +74,14 @@ def reset_all() -> None:
     """Fill every user's buckets again (tests: a flushed database hands user pks out again)."""
     for budget in ALL:
         budget.reset()
+    recent_refusals.clear()
 
 
 class BudgetThrottle(BaseThrottle):
     """A DRF throttle that spends from ``budget``; subclasses name theirs. An anonymous
-    request is not counted here (the view's authentication refuses it)."""
+    request is not counted here (the view's authentication refuses it). A refusal is
+    remembered with the request's credential (``recent_refusals``), so its repeats are
+    refused before Django (``chatproject.budget_gate``)."""
 
     budget: Budget
 
@@ -89,7 +93,18 @@ class BudgetThrottle(BaseThrottle):
         if user is None or not user.is_authenticated:
             return True
         self._wait = self.budget.take(user.pk)
+        if self._wait is not None:
+            self._remember(request, self._wait)
         return self._wait is None
+
+    @staticmethod
+    def _remember(request: Any, wait: float) -> None:
+        meta = getattr(request, "META", None) or {}
+        who = credential(
+            meta.get("HTTP_AUTHORIZATION", "").encode("latin-1"), meta.get("HTTP_COOKIE", "").encode("latin-1")
+        )
+        if who is not None:
+            recent_refusals.remember(request.method, request.path, who, wait)
 
     def wait(self) -> float | None:
         return self._wait

@@ -8,6 +8,10 @@ code (DRF's throttles, on a request thread) and from the event loop (the chat so
 uses redis-py's asyncio client: no thread hop and one round trip per send.
 
 Redis being down must not fail a send: the bucket then lets it through and logs a warning.
+
+A refusal is remembered in this process until the wait it named is over (``_Refusals``):
+nothing can put a token back sooner (every process only takes), so a flood past the budget
+is refused without a round trip to Redis per request.
 """
 
 import logging
@@ -82,32 +86,74 @@ class _MemoryBuckets:
             self._buckets.clear()
 
 
+class _Refusals:
+    """Keys refused a moment ago, each until its wait is over (for the rate it was refused
+    at). Bounded: past ``MAX_KEYS`` the expired ones are dropped, and a refusal that still
+    finds no room is simply not remembered (the next request asks the bucket)."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._until: dict[str, tuple[float, Rate]] = {}
+
+    def wait(self, key: str, rate: Rate) -> float | None:
+        with self._lock:
+            found = self._until.get(key)
+        if found is None or found[1] != rate:
+            return None
+        left = found[0] - time.monotonic()
+        return left if left > 0 else None
+
+    def remember(self, key: str, rate: Rate, wait: float) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if len(self._until) >= self.MAX_KEYS:
+                self._until = {k: v for k, v in self._until.items() if v[0] > now}
+            if len(self._until) < self.MAX_KEYS:
+                self._until[key] = (now + wait, rate)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until.clear()
+
+
 class TokenBucket:
     """The buckets of one budget (``name``), one per key (a user)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._memory = _MemoryBuckets()
+        self._refusals = _Refusals()
+
+    def _refused(self, key: str, rate: Rate, wait: float | None) -> float | None:
+        if wait is not None:
+            self._refusals.remember(key, rate, wait)
+        return wait
 
     def _key(self, key: str) -> str:
         return redis_clients.key("bucket", self.name, key)
 
     def take(self, key: str, rate: Rate) -> float | None:
         """Take a token: None, or the seconds until one is there."""
+        known = self._refusals.wait(key, rate)
+        if known is not None:
+            return known
         backend = redis_clients.configured()
         if backend is None:
-            return self._memory.take(key, rate)
+            return self._refused(key, rate, self._memory.take(key, rate))
         try:
             wait = int(backend.sync_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second))
         except redis.RedisError as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return wait / 1000 if wait else None
+        return self._refused(key, rate, wait / 1000 if wait else None)
 
     def reset(self) -> None:
         """Fill every bucket of this budget again: the in-memory ones and this deployment's
         keys in Redis (tests: a database flushed between tests hands users' pks out again)."""
         self._memory.clear()
+        self._refusals.clear()
         backend = redis_clients.configured()
         if backend is None:
             return
@@ -118,9 +164,12 @@ class TokenBucket:
 
     async def atake(self, key: str, rate: Rate) -> float | None:
         """``take`` from the event loop."""
+        known = self._refusals.wait(key, rate)
+        if known is not None:
+            return known
         backend = redis_clients.configured()
         if backend is None:
-            return self._memory.take(key, rate)
+            return self._refused(key, rate, self._memory.take(key, rate))
         try:
             wait = int(
                 await backend.async_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second)
@@ -128,4 +177,4 @@ class TokenBucket:
         except (redis.RedisError, OSError) as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return wait / 1000 if wait else None
+        return self._refused(key, rate, wait / 1000 if wait else None)
