@@ -101,7 +101,8 @@ class BudgetThrottle(BaseThrottle):
     def _remember(request: Any, wait: float) -> None:
         meta = getattr(request, "META", None) or {}
         who = credential(
-            meta.get("HTTP_AUTHORIZATION", "").encode("latin-1"), meta.get("HTTP_COOKIE", "").encode("latin-1")
+            meta.get("HTTP_AUTHORIZATION", "").encode("latin-1"),
+            meta.get("HTTP_COOKIE", "").encode("latin-1"),
         )
         if who is not None:
             recent_refusals.remember(request.method, request.path, who, wait)
