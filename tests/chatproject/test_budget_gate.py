@@ -3,6 +3,7 @@ Django (``chatproject.budget_gate``, ``threads_app.recent_refusals``): only the 
 credential on the same route, and only for as long as the refusal's wait."""
 
 import asyncio
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -40,11 +41,14 @@ def through_gate(*, cookie: str = "", token: str = "", path: str = "/api/feedbac
     async def send(message: Any) -> None:
         sent.append(message)
 
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
     headers = [(b"cookie", cookie.encode())] + (
         [(b"authorization", f"Token {token}".encode())] if token else []
     )
     scope = {"type": "http", "method": "PUT", "path": path, "headers": headers}
-    asyncio.run(BudgetGate(app)(scope, None, send))
+    asyncio.run(BudgetGate(app)(scope, receive, send))
     return bool(reached), sent
 
 
@@ -85,7 +89,5 @@ def test_the_gate_forgets_a_refusal_when_its_wait_is_over(settings):
     while throttle.allow_request(request("gate-3", cookie="sessionid=q"), None):
         pass
     assert not through_gate(cookie="sessionid=q")[0]
-    import time
-
     time.sleep(0.06)  # a token every 50 ms
     assert through_gate(cookie="sessionid=q")[0]
