@@ -223,3 +223,17 @@ async def test_an_edit_spends_from_the_send_budget(hook_log, chat):
         await chat.send("edit_message", {"message": {"id": str(uuid.uuid4()), "output": "x"}})
     )
     assert_refused_with_when(answer, "messages")
+
+
+async def test_an_event_name_written_with_escapes_spends_from_its_budget_too(hook_log, chat):
+    """The budget is spent before parsing from the name as written; a name with escapes
+    cannot be read so, and is admitted once the packet is parsed, from the same budget."""
+    frame = json.dumps(["\\u0061ction_call", {"action": chat.button}]).replace("\\\\u", "\\u")
+    assert frame.startswith('["\\u0061ction_call"')
+    answers = []
+    for ack_id in range(500, 500 + BURST + 2):
+        await chat.sock.send_text(f"42{ack_id}{frame}")
+        answers.append(await chat.answer(ack_id))
+    assert all(a.get("success") for a in answers[:BURST]), answers
+    for answer in answers[BURST:]:
+        assert_refused_with_when(answer, "action clicks")
