@@ -177,7 +177,8 @@ async def test_a_burst_of_uploads_is_throttled_a_pixel_bomb_refused_and_others_u
                 await asyncio.sleep(1 / UPLOADS_PER_SECOND - (time.monotonic() - started))
         if created == 0:  # the first burst: the whole budget is there
             assert bomb_status == 400 and "50000 x 50000 pixels" in answer["file"][0]
-            assert statuses.count(201) == 29 and set(statuses[29:]) == {429}  # 30/min, the bomb counted
+            # 30/min: a burst of 30 (the bomb counted), refilled one every 2 s meanwhile.
+            assert statuses.count(201) in (29, 30) and set(statuses[30:]) == {429}, statuses
         else:  # later ones: what the rate refilled meanwhile, no more
             assert bomb_status in (400, 429) and set(statuses) <= {201, 429} and statuses.count(201) <= 3
         created += statuses.count(201)
