@@ -147,7 +147,10 @@ async def test_two_tabs_answering_at_once_make_one_answer_and_both_are_cleared(
     )
     winners = [a for a in answers if a.get("success")]
     assert len(winners) == 1, answers
-    assert "already answered" in next(a for a in answers if "error" in a)["error"]
+    # The other is told the ask is closed: by the claim, or (when its lookup came after the
+    # winner's claim, one Redis trip for the answer budget apart) by the lookup.
+    error = next(a for a in answers if "error" in a)["error"]
+    assert "already answered" in error or "it was answered" in error, error
     row = await ask_row(ask_id)
     assert row.answer is not None
     won = row.answer["output"]
