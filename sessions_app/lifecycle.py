@@ -270,7 +270,10 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     retry = payload.get("retry") is True  # "send again" of a send that failed
     wait = await limits.wait_before_next_send(live.user)
     if wait is not None:
-        raise BadRequest(f"too many messages: the send rate is limited; send again in {math.ceil(wait)} s")
+        raise BadRequest(
+            f"too many messages: the send rate is limited; send again in {math.ceil(wait)} s",
+            retryAfter=math.ceil(wait),
+        )
     hooks = load_app()
     images: list[dict[str, Any]] = []
     if hooks.engine_runtime:
