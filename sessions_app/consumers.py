@@ -37,6 +37,29 @@ EVENT_BUDGETS: dict[str, Budget] = {
 }
 
 
+Handler = Callable[[LiveSession, Any], Awaitable[Any]]
+
+
+def _without_payload(verb: Callable[[LiveSession], Awaitable[Any]]) -> Handler:
+    async def handle(live: LiveSession, _payload: Any) -> Any:
+        return await verb(live)
+
+    return handle
+
+
+# What each event calls, with the session and the event's first argument.
+EVENT_HANDLERS: dict[str, Handler] = {
+    "connection_successful": _without_payload(lifecycle.connection_successful),
+    "client_message": lifecycle.client_message,
+    "edit_message": lifecycle.edit_message,
+    "chat_settings_change": lifecycle.chat_settings_change,
+    "stop": _without_payload(lifecycle.stop),
+    "clear_session": _without_payload(lifecycle.clear_session),
+    "ask_answer": asks.answer_event,
+    "action_call": actions.call,
+}
+
+
 class ChatConsumer(SocketIOConsumer):
     live: LiveSession | None = None
     thread_group: str | None = None  # the bus of the thread this socket shows
@@ -155,7 +178,7 @@ class ChatConsumer(SocketIOConsumer):
         return True
 
     async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
-        handler = self._handlers().get(event)
+        handler = EVENT_HANDLERS.get(event)
         if handler is None:
             await super().socketio_event(event, args, ack_id)
             return
@@ -189,18 +212,6 @@ class ChatConsumer(SocketIOConsumer):
         if group:
             await self._group("add", group)
         self.thread_group = group
-
-    def _handlers(self) -> dict[str, Callable[[LiveSession, Any], Awaitable[Any]]]:
-        return {
-            "connection_successful": lambda live, _payload: lifecycle.connection_successful(live),
-            "client_message": lifecycle.client_message,
-            "edit_message": lifecycle.edit_message,
-            "chat_settings_change": lifecycle.chat_settings_change,
-            "stop": lambda live, _payload: lifecycle.stop(live),
-            "clear_session": lambda live, _payload: lifecycle.clear_session(live),
-            "ask_answer": asks.answer_event,
-            "action_call": actions.call,
-        }
 
     # --- asks answered by acknowledgement (Chainlit's way) ----------------------------------
 
