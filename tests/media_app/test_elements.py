@@ -288,9 +288,11 @@ def test_an_element_by_url_keeps_only_http_urls_or_paths(user) -> None:
     thread_id = uuid.uuid4()
     linked = make_element(user, thread_id, data=None, url="https://example.com/report.pdf", type="pdf")
     assert elements.element_dict(linked)["url"] == "https://example.com/report.pdf" and not linked.storage_key
-    for bad in ("javascript:alert(1)", "data:text/html,x"):
+    for bad in ("javascript:alert(1)", "data:text/html,x", "//evil.example/x.pdf", "/\\evil.example/x.pdf"):
         with pytest.raises(elements.ElementRejected, match="must be http"):
             make_element(user, thread_id, data=None, url=bad)
+    served = make_element(user, thread_id, data=None, url="/static/report.pdf", type="pdf")
+    assert elements.element_dict(served)["url"] == "/static/report.pdf"
 
 
 def test_the_admin_lists_elements_with_their_thread(user, django_user_model, client) -> None:
