@@ -201,10 +201,7 @@ def element_bytes(element: Element) -> bytes:
 
 def element_path(element: Element) -> str | None:
     """A local path to the element's bytes, when the storage has one (the filesystem)."""
-    try:
-        return str(storage.backend().path(element.storage_key))
-    except NotImplementedError:
-        return None
+    return storage.local_path(element.storage_key)
 
 
 @dataclass(frozen=True)
