@@ -5,13 +5,16 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.expressions import ArraySubquery
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connections
 from django.db.models import (
+    BooleanField,
     DateTimeField,
     Exists,
     F,
     FilteredRelation,
+    Func,
     OuterRef,
     Q,
     QuerySet,
@@ -133,8 +136,16 @@ def owned_threads(user: User) -> QuerySet[Thread]:
 # (case-insensitive, as before messages were searched), or when one of its user or assistant
 # messages matches: on PostgreSQL by full-text search (``websearch_to_tsquery``: stemmed
 # words, "quoted phrases", -excluded words, ``or``), on SQLite by containing every term.
-# The messages are an EXISTS, so a thread is listed once however many of them match, and the
-# list's ordering and cursor are untouched.
+#
+# On PostgreSQL the messages are one uncorrelated ``thread_id IN (...)`` over the steps that
+# match the query *and* belong to the caller's live threads, given as an array computed once
+# (``thread_id = ANY(ARRAY(SELECT ...))``). The planner then answers it from the GIN index
+# ``step_message_search``, ANDed with the steps' ``thread_id`` index, so only the caller's
+# matching messages are read; a correlated EXISTS per thread let it walk the caller's threads
+# newest first and compute ``to_tsvector`` over every message of each instead (the partial
+# index has no statistics the planner uses, so it guesses every word rare or common alike).
+# SQLite keeps the EXISTS. Either way a thread is listed once however many of its messages
+# match, and the list's ordering and cursor are untouched.
 
 # The longest ``?search=`` accepted (characters); the API answers 400 past it.
 SEARCH_MAX_CHARS = 200
@@ -144,18 +155,49 @@ SEARCH_CONFIG = "english"
 SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
 
 
-def message_search_document() -> SearchVector:
-    """The indexed text of a message step (see ``SEARCH_CONFIG``)."""
-    return SearchVector("output", config=SEARCH_CONFIG)
+class MessageSearchDocument(Func):
+    """The indexed text of a message step: the index's expression with its configuration
+    as a literal, so it still matches the index when the statement is planned with bound
+    parameters (a generic plan: the configuration as a parameter is another expression)."""
+
+    template = f"to_tsvector('{SEARCH_CONFIG}'::regconfig, COALESCE(%(expressions)s, ''::text))"
+    output_field = SearchVectorField()
+
+    def __init__(self) -> None:
+        super().__init__(F("output"))
+
+
+class IsSearchedType(Func):
+    """The index's condition (the searched step types) as literals, for the same reason."""
+
+    template = "%(expressions)s IN (" + ", ".join(f"'{type_}'" for type_ in SEARCHED_STEP_TYPES) + ")"
+    output_field = BooleanField()
+
+    def __init__(self) -> None:
+        super().__init__(F("type"))
+
+
+class EqualsAny(Func):
+    """``value = ANY(array)``: with an ``ArraySubquery`` the array is an InitPlan, computed
+    once, which the planner can use as an index condition (an ``IN (SELECT ...)`` it would
+    turn into a join instead)."""
+
+    arg_joiner = " = ANY("
+    template = "(%(expressions)s))"
+    output_field = BooleanField()
 
 
 def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
     """The user and assistant message steps (of any thread) that match ``text``: by the
     full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
-    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
     if full_text:
         query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        return messages.annotate(document=message_search_document()).filter(document=query)
+        return (
+            Step.objects.filter(IsSearchedType())
+            .annotate(document=MessageSearchDocument())
+            .filter(document=query)
+        )
+    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
     return messages.filter(*[Q(output__icontains=term) for term in text.split()])
 
 
@@ -165,9 +207,12 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     if not terms:
         return threads
     named = Q(*[Q(name__icontains=term) for term in terms])
-    full_text = connections[threads.db].vendor == "postgresql"
-    messages = matching_messages(text, full_text=full_text).filter(thread_id=OuterRef("pk"))
-    return threads.filter(named | Exists(messages))
+    if connections[threads.db].vendor != "postgresql":
+        messages = matching_messages(text, full_text=False).filter(thread_id=OuterRef("pk"))
+        return threads.filter(named | Exists(messages))
+    searched = ArraySubquery(threads.order_by().values("pk"))
+    messages = matching_messages(text, full_text=True).filter(EqualsAny(F("thread_id"), searched))
+    return threads.filter(named | Q(pk__in=messages.values("thread_id")))
 
 
 def history_page(
