@@ -6,6 +6,8 @@ scanning; the cases marked for one of them test what only that one does.
 
 import re
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
@@ -172,7 +174,7 @@ def test_postgres_can_answer_from_the_message_index(user):
     assert re.search(r"Index Cond: \(to_tsvector\('english'::regconfig.*@@", plan), plan
 
 
-def explain(sql: str, params: tuple[object, ...] | None = None, *, generic: bool = False) -> str:
+def explain(sql: str, params: Sequence[Any] | None = None, *, generic: bool = False) -> str:
     """PostgreSQL's plan of a statement; ``generic``: planned with its parameters bound
     (a prepared statement's generic plan, which knows none of their values)."""
     with transaction.atomic(), connection.cursor() as cursor:
