@@ -144,6 +144,24 @@ def test_a_blank_search_lists_everything(client, user):
     assert sorted(found(client, "   ")) == ["one", "two"]
 
 
+def test_searches_spend_the_search_budget_and_plain_lists_do_not(client, user, other_user, settings):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"searches": "3/min"}}
+    chat(user, "one", reply("an ocelot"))
+    assert [client.get("/api/threads/", {"search": "ocelot"}).status_code for _ in range(3)] == [200] * 3
+    refused = client.get("/api/threads/", {"search": "ocelot"})
+    assert refused.status_code == 429, refused.content
+    assert 1 <= int(refused["Retry-After"]) <= 20, refused.headers
+    # A plain list, a blank search and one thread read are no searches.
+    assert client.get("/api/threads/").status_code == 200
+    assert client.get("/api/threads/", {"search": "  "}).status_code == 200
+    assert client.get("/api/threads/", {"search": ""}).status_code == 200
+    thread_id = Thread.objects.get(name="one").pk
+    assert client.get(f"/api/threads/{thread_id}/", {"search": "one"}).status_code == 200
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=other_user).key}")
+    assert other.get("/api/threads/", {"search": "ocelot"}).status_code == 200  # per user
+
+
 @postgres_only
 def test_postgres_matches_word_forms_phrases_and_exclusions(client, user):
     chat(user, "runner", reply("She was running through the forests."))
