@@ -5,22 +5,21 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.contrib.postgres.expressions import ArraySubquery
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connections
 from django.db.models import (
-    BooleanField,
     DateTimeField,
     Exists,
+    Expression,
     F,
     FilteredRelation,
-    Func,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Value,
 )
+from django.db.models.expressions import Col
 from django.db.models.functions import Coalesce
 
 from threads_app import attachments, content_filters
@@ -137,66 +136,52 @@ def owned_threads(user: User) -> QuerySet[Thread]:
 # messages matches: on PostgreSQL by full-text search (``websearch_to_tsquery``: stemmed
 # words, "quoted phrases", -excluded words, ``or``), on SQLite by containing every term.
 #
-# On PostgreSQL the messages are one uncorrelated ``thread_id IN (...)`` over the steps that
-# match the query *and* belong to the caller's live threads, given as an array computed once
-# (``thread_id = ANY(ARRAY(SELECT ...))``). The planner then answers it from the GIN index
-# ``step_message_search``, ANDed with the steps' ``thread_id`` index, so only the caller's
-# matching messages are read; a correlated EXISTS per thread let it walk the caller's threads
-# newest first and compute ``to_tsvector`` over every message of each instead (the partial
-# index has no statistics the planner uses, so it guesses every word rare or common alike).
-# SQLite keeps the EXISTS. Either way a thread is listed once however many of its messages
-# match, and the list's ordering and cursor are untouched.
+# On PostgreSQL a message's document is stored (``search_document``, migration 0008: a GIN
+# index with statistics, read rather than recomputed), and the messages are one uncorrelated
+# ``thread_id IN (...)`` over the steps that match the query *and* belong to the caller's live
+# threads, whose ids are read first and written into the statement: the planner then knows
+# from the statistics both how rare the words are and how many messages those threads hold,
+# and answers from the GIN index ``step_message_search`` ANDed with the steps' ``thread_id``
+# index, so only the caller's matching messages are read. Before, a correlated EXISTS per
+# thread over a partial expression index (no statistics the planner uses, and each thread
+# guessed to be average) let it walk the caller's threads and compute ``to_tsvector`` over
+# every message of each. SQLite keeps the EXISTS. Either way a thread is listed once however many of its messages match,
+# and the list's ordering and cursor are untouched.
 
 # The longest ``?search=`` accepted (characters); the API answers 400 past it.
 SEARCH_MAX_CHARS = 200
-# The full-text configuration, and the messages searched: the same expression and condition
-# as the index ``step_message_search`` (migration 0005), so PostgreSQL can use it.
+# The full-text configuration the stored documents are made with (migration 0008).
 SEARCH_CONFIG = "english"
 SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
+SEARCH_DOCUMENT_COLUMN = "search_document"
 
 
-class MessageSearchDocument(Func):
-    """The indexed text of a message step: the index's expression with its configuration
-    as a literal, so it still matches the index when the statement is planned with bound
-    parameters (a generic plan: the configuration as a parameter is another expression)."""
+class SearchDocument(Expression):
+    """A step's stored document (PostgreSQL only: the column is not a model field, since
+    SQLite has none); NULL for steps other than user and assistant messages."""
 
-    template = f"to_tsvector('{SEARCH_CONFIG}'::regconfig, COALESCE(%(expressions)s, ''::text))"
     output_field = SearchVectorField()
 
-    def __init__(self) -> None:
-        super().__init__(F("output"))
-
-
-class IsSearchedType(Func):
-    """The index's condition (the searched step types) as literals, for the same reason."""
-
-    template = "%(expressions)s IN (" + ", ".join(f"'{type_}'" for type_ in SEARCHED_STEP_TYPES) + ")"
-    output_field = BooleanField()
-
-    def __init__(self) -> None:
-        super().__init__(F("type"))
-
-
-class EqualsAny(Func):
-    """``value = ANY(array)``: with an ``ArraySubquery`` the array is an InitPlan, computed
-    once, which the planner can use as an index condition (an ``IN (SELECT ...)`` it would
-    turn into a join instead)."""
-
-    arg_joiner = " = ANY("
-    template = "(%(expressions)s))"
-    output_field = BooleanField()
+    def resolve_expression(  # type: ignore[override]  # a column, not this expression
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: set[str] | None = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> Col:
+        field = SearchVectorField()
+        field.set_attributes_from_name(SEARCH_DOCUMENT_COLUMN)
+        field.model = Step
+        return Col(query.get_initial_alias(), field, output_field=SearchVectorField())
 
 
 def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
     """The user and assistant message steps (of any thread) that match ``text``: by the
-    full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
+    stored document when ``full_text`` (PostgreSQL), else by containing every term."""
     if full_text:
         query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        return (
-            Step.objects.filter(IsSearchedType())
-            .annotate(document=MessageSearchDocument())
-            .filter(document=query)
-        )
+        return Step.objects.annotate(document=SearchDocument()).filter(document=query)
     messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
     return messages.filter(*[Q(output__icontains=term) for term in text.split()])
 
@@ -210,8 +195,8 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     if connections[threads.db].vendor != "postgresql":
         messages = matching_messages(text, full_text=False).filter(thread_id=OuterRef("pk"))
         return threads.filter(named | Exists(messages))
-    searched = ArraySubquery(threads.order_by().values("pk"))
-    messages = matching_messages(text, full_text=True).filter(EqualsAny(F("thread_id"), searched))
+    searched = list(threads.order_by().values_list("pk", flat=True))
+    messages = matching_messages(text, full_text=True).filter(thread_id__in=searched)
     return threads.filter(named | Q(pk__in=messages.values("thread_id")))
 
 

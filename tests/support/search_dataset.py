@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.db import connection
 
-from threads_app.services import ensure_thread
+from threads_app.models import Thread
+from threads_app.services import default_box_for
 
 VOCABULARY = (
     *("apple", "banana", "cherry", "delta", "echo", "falcon", "garden", "harbor", "island"),
@@ -36,7 +37,11 @@ class MessageSet:
 def make_message_set(owner: User, *, threads: int, steps_per_thread: int) -> MessageSet:
     """``threads`` threads of ``owner`` with ``steps_per_thread`` user and assistant messages
     each (alternating), then ANALYZE, so the planner knows the tables' sizes."""
-    thread_ids = [ensure_thread(owner, uuid.uuid4(), name=f"thread {n}")[0].pk for n in range(threads)]
+    box = default_box_for(owner)
+    made = Thread.objects.bulk_create(
+        Thread(id=uuid.uuid4(), owner=owner, box=box, name=f"thread {n}") for n in range(threads)
+    )
+    thread_ids = [thread.pk for thread in made]
     vocabulary = "{" + ",".join(VOCABULARY) + "}"
     with connection.cursor() as cursor:
         cursor.execute(
