@@ -18,7 +18,7 @@ from django.db.models import Model, Sum
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from media_app import files, images, storage
+from media_app import files, images, shared_files, storage
 from media_app.blocks import MediaRef, find_image
 from media_app.models import Upload
 from media_app.stripping import StrippedJSON, Unreadable, load_stripped
@@ -77,7 +77,9 @@ def _keep_upload(owner: User, name: str, content_type: str, data: bytes, *, stor
             )
         upload = Upload(owner=owner, content_type=content_type, size=len(data), name=name)
         if stored:
-            upload.storage_key = storage.save_bytes(f"uploads/{owner.pk}/{upload.id}", name, data)
+            upload.storage_key = storage.save_bytes(
+                shared_files.upload_key_prefix(owner.pk, upload.id), name, data
+            )
         else:
             upload.data = data
         try:
@@ -99,15 +101,15 @@ def upload_bytes(upload: Upload) -> bytes:
 def purge_uploads(older_than: timedelta) -> int:
     """Delete the uploads created more than ``older_than`` ago; how many were deleted.
 
-    No message depends on an upload row: a send that names an upload copies its bytes into
-    the message's own record when it is accepted (``blocks_for_uploads``), so the row only
-    serves the send that names it, which happens seconds after the upload.
+    No message depends on an upload row: an engine-app send copies a photo into the message's
+    own record when it is accepted (``blocks_for_uploads``), and a hooks-API send's elements
+    share the upload's file (``shared_files``), which stays while an element uses it.
     """
     old = Upload.objects.filter(created_at__lt=timezone.now() - older_than)
     keys = [key for key in old.exclude(storage_key="").values_list("storage_key", flat=True)]
     deleted, _ = old.delete()
     for key in keys:
-        storage.delete_key(key)
+        shared_files.release(key)
     return deleted
 
 
