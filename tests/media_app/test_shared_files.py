@@ -126,7 +126,12 @@ def test_a_send_naming_uploads_reads_no_file_and_a_photo_once(api, user, monkeyp
     monkeypatch.setattr(storage, "read_bytes", lambda key: pytest.fail(f"read {key}"))
     writes: list[str] = []
     save = storage.save_bytes
-    monkeypatch.setattr(storage, "save_bytes", lambda *args: writes.append(args[0]) or save(*args))
+
+    def counted_save(prefix: str, name: str, data: bytes) -> str:
+        writes.append(prefix)
+        return save(prefix, name, data)
+
+    monkeypatch.setattr(storage, "save_bytes", counted_save)
     for _ in range(3):
         attach(user, thread.pk, ids)
     assert writes == [shared_files.upload_key_prefix(user.pk, ids[1])]
