@@ -2,6 +2,7 @@
 sends naming the same uploads store no more bytes, and a file goes only with the last row
 that uses it (an element removed, a thread deleted, the upload purged)."""
 
+import asyncio
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_a_send_naming_uploads_reads_no_file_and_a_photo_once(api, user, monkeyp
     for _ in range(3):
         attach(user, thread.pk, ids)
     assert writes == [shared_files.upload_key_prefix(user.pk, ids[1])]
+
+
+def test_on_messages_elements_read_their_bytes_only_when_used(api, user, monkeypatch):
+    """``message.elements`` of a send naming uploads: building them reads no file; the
+    first use of ``content`` reads it (once), ``read_content`` reads without keeping it."""
+    from media_app import storage
+    from sessions_app.chat.elements import from_record
+
+    thread, _ = thread_services.ensure_thread(user, uuid.uuid4(), name="t")
+    [record] = attach(user, thread.pk, [uploaded(api, pdf(), "r.pdf")])
+    reads: list[str] = []
+    read = storage.read_bytes
+
+    def counted_read(key: str) -> bytes:
+        reads.append(key)
+        return read(key)
+
+    monkeypatch.setattr(storage, "read_bytes", counted_read)
+    element = from_record(record)
+    assert reads == [] and element.size_bytes == len(pdf()) and element.path
+    assert asyncio.run(element.read_content()) == pdf() and len(reads) == 1
+    assert element.content == pdf() and element.content == pdf()
+    assert reads == [record.storage_key] * 2
