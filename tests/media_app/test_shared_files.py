@@ -159,3 +159,21 @@ def test_on_messages_elements_read_their_bytes_only_when_used(api, user, monkeyp
     assert asyncio.run(element.read_content()) == pdf() and len(reads) == 1
     assert element.content == pdf() and element.content == pdf()
     assert reads == [record.storage_key] * 2
+
+
+def test_an_engine_send_takes_its_photo_uploads_for_itself(api, user):
+    """The engine runtime copies a photo into its message's transcript: an upload goes into
+    one send (its resends included), so every copy was paid for by an upload in the quota."""
+    from media_app.images import ImageRejected
+    from media_app.services import blocks_for_uploads
+
+    first, second = uploaded(api, png(), "a.png"), uploaded(api, png(rgb=(1, 2, 3)), "b.png")
+    send, another = uuid.uuid4(), uuid.uuid4()
+    assert len(blocks_for_uploads(user, [first], send)) == 1
+    assert len(blocks_for_uploads(user, [first], send)) == 1  # a resend of the same send
+    with pytest.raises(ImageRejected, match=f"upload {first} was sent in another message already"):
+        blocks_for_uploads(user, [second, first], another)
+    # All or none: the refused send took neither.
+    assert Upload.objects.get(pk=second).sent_in is None
+    assert len(blocks_for_uploads(user, [second], another)) == 1
+    assert set(Upload.objects.values_list("sent_in", flat=True)) == {send, another}
