@@ -5,14 +5,17 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
+from django.contrib.postgres.expressions import ArraySubquery
 from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connections
 from django.db.models import (
+    BooleanField,
     DateTimeField,
     Exists,
     Expression,
     F,
     FilteredRelation,
+    Func,
     OuterRef,
     Q,
     QuerySet,
@@ -146,8 +149,10 @@ def owned_threads(user: User) -> QuerySet[Thread]:
 # thread over a partial expression index (no statistics the planner uses, and each thread
 # guessed to be average) let it walk the caller's threads and compute ``to_tsvector`` over
 # every message of each. SQLite keeps the EXISTS. Either way a thread is listed once however
-# many of its messages match, and the list's ordering and cursor are untouched. (The ids make
-# the statement grow with the caller's thread count: 37 bytes each.)
+# many of its messages match, and the list's ordering and cursor are untouched. Past
+# ``SEARCH_LITERAL_THREADS`` threads the ids are a subquery instead (computed once, as an
+# array), so the statement does not grow with the caller's thread count; the planner then
+# guesses their size from the average thread.
 
 # The longest ``?search=`` accepted (characters); the API answers 400 past it.
 SEARCH_MAX_CHARS = 200
@@ -155,6 +160,8 @@ SEARCH_MAX_CHARS = 200
 SEARCH_CONFIG = "english"
 SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
 SEARCH_DOCUMENT_COLUMN = "search_document"
+# The most thread ids written into a search's statement (see above).
+SEARCH_LITERAL_THREADS = 1000
 
 
 class SearchDocument(Expression):
@@ -177,6 +184,15 @@ class SearchDocument(Expression):
         return Col(query.get_initial_alias(), field, output_field=SearchVectorField())
 
 
+class EqualsAny(Func):
+    """``value = ANY(array)``: with an ``ArraySubquery`` the array is an InitPlan, computed
+    once (an ``IN (SELECT ...)`` the planner would turn into a join instead)."""
+
+    arg_joiner = " = ANY("
+    template = "(%(expressions)s))"
+    output_field = BooleanField()
+
+
 def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
     """The user and assistant message steps (of any thread) that match ``text``: by the
     stored document when ``full_text`` (PostgreSQL), else by containing every term."""
@@ -196,8 +212,11 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     if connections[threads.db].vendor != "postgresql":
         messages = matching_messages(text, full_text=False).filter(thread_id=OuterRef("pk"))
         return threads.filter(named | Exists(messages))
-    searched = list(threads.order_by().values_list("pk", flat=True))
-    messages = matching_messages(text, full_text=True).filter(thread_id__in=searched)
+    ids = threads.order_by().values_list("pk", flat=True)
+    listed = list(ids[: SEARCH_LITERAL_THREADS + 1])
+    searched = EqualsAny(F("thread_id"), ArraySubquery(ids)) if len(listed) > SEARCH_LITERAL_THREADS else None
+    messages = matching_messages(text, full_text=True)
+    messages = messages.filter(searched) if searched is not None else messages.filter(thread_id__in=listed)
     return threads.filter(named | Q(pk__in=messages.values("thread_id")))
 
 

@@ -161,6 +161,19 @@ def test_searches_spend_the_search_budget_and_plain_lists_do_not(client, user, o
     assert other.get("/api/threads/", {"search": "ocelot"}).status_code == 200  # per user
 
 
+def test_a_user_with_more_threads_than_the_statement_lists_is_searched_alike(client, user, monkeypatch):
+    from threads_app import selectors
+
+    monkeypatch.setattr(selectors, "SEARCH_LITERAL_THREADS", 2)
+    chat(user, "one", reply("a tapir"))
+    chat(user, "two", reply("a tapir too"))
+    chat(user, "three", reply("a heron"))
+    assert sorted(found(client, "tapir")) == ["one", "two"]
+    assert found(client, "heron") == ["three"]
+    monkeypatch.setattr(selectors, "SEARCH_LITERAL_THREADS", 3)
+    assert sorted(found(client, "tapir")) == ["one", "two"]
+
+
 @postgres_only
 def test_postgres_matches_word_forms_phrases_and_exclusions(client, user):
     chat(user, "runner", reply("She was running through the forests."))
