@@ -279,8 +279,9 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         try:
             upload_ids = media_services.parse_references(payload.get("fileReferences"))
             if upload_ids:
+                send_key = AcceptedMessage.key(live.thread_id, message_id)
                 images = await database_sync_to_async(media_services.blocks_for_uploads)(
-                    live.user, upload_ids
+                    live.user, upload_ids, send_key
                 )
         except ImageRejected as exc:
             raise BadRequest(str(exc)) from None

@@ -5,19 +5,24 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from django.contrib.auth.models import User
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.expressions import ArraySubquery
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connections
 from django.db.models import (
+    BooleanField,
     DateTimeField,
     Exists,
+    Expression,
     F,
     FilteredRelation,
+    Func,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Value,
 )
+from django.db.models.expressions import Col
 from django.db.models.functions import Coalesce
 
 from threads_app import attachments, content_filters
@@ -133,29 +138,68 @@ def owned_threads(user: User) -> QuerySet[Thread]:
 # (case-insensitive, as before messages were searched), or when one of its user or assistant
 # messages matches: on PostgreSQL by full-text search (``websearch_to_tsquery``: stemmed
 # words, "quoted phrases", -excluded words, ``or``), on SQLite by containing every term.
-# The messages are an EXISTS, so a thread is listed once however many of them match, and the
-# list's ordering and cursor are untouched.
+#
+# On PostgreSQL a message's document is stored (``search_document``, migration 0008: a GIN
+# index with statistics, read rather than recomputed), and the messages are one uncorrelated
+# ``thread_id IN (...)`` over the steps that match the query *and* belong to the caller's live
+# threads, whose ids are read first and written into the statement: the planner then knows
+# from the statistics both how rare the words are and how many messages those threads hold,
+# and answers from the GIN index ``step_message_search`` ANDed with the steps' ``thread_id``
+# index, so only the caller's matching messages are read. Before, a correlated EXISTS per
+# thread over a partial expression index (no statistics the planner uses, and each thread
+# guessed to be average) let it walk the caller's threads and compute ``to_tsvector`` over
+# every message of each. SQLite keeps the EXISTS. Either way a thread is listed once however
+# many of its messages match, and the list's ordering and cursor are untouched. Past
+# ``SEARCH_LITERAL_THREADS`` threads the ids are a subquery instead (computed once, as an
+# array), so the statement does not grow with the caller's thread count; the planner then
+# guesses their size from the average thread.
 
 # The longest ``?search=`` accepted (characters); the API answers 400 past it.
 SEARCH_MAX_CHARS = 200
-# The full-text configuration, and the messages searched: the same expression and condition
-# as the index ``step_message_search`` (migration 0005), so PostgreSQL can use it.
+# The full-text configuration the stored documents are made with (migration 0008).
 SEARCH_CONFIG = "english"
 SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
+SEARCH_DOCUMENT_COLUMN = "search_document"
+# The most thread ids written into a search's statement (see above).
+SEARCH_LITERAL_THREADS = 1000
 
 
-def message_search_document() -> SearchVector:
-    """The indexed text of a message step (see ``SEARCH_CONFIG``)."""
-    return SearchVector("output", config=SEARCH_CONFIG)
+class SearchDocument(Expression):
+    """A step's stored document (PostgreSQL only: the column is not a model field, since
+    SQLite has none); NULL for steps other than user and assistant messages."""
+
+    output_field = SearchVectorField()
+
+    def resolve_expression(  # type: ignore[override]  # a column, not this expression
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: set[str] | None = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> Col:
+        field = SearchVectorField()
+        field.set_attributes_from_name(SEARCH_DOCUMENT_COLUMN)
+        field.model = Step
+        return Col(query.get_initial_alias(), field, output_field=SearchVectorField())
+
+
+class EqualsAny(Func):
+    """``value = ANY(array)``: with an ``ArraySubquery`` the array is an InitPlan, computed
+    once (an ``IN (SELECT ...)`` the planner would turn into a join instead)."""
+
+    arg_joiner = " = ANY("
+    template = "(%(expressions)s))"
+    output_field = BooleanField()
 
 
 def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
     """The user and assistant message steps (of any thread) that match ``text``: by the
-    full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
-    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
+    stored document when ``full_text`` (PostgreSQL), else by containing every term."""
     if full_text:
         query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        return messages.annotate(document=message_search_document()).filter(document=query)
+        return Step.objects.annotate(document=SearchDocument()).filter(document=query)
+    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
     return messages.filter(*[Q(output__icontains=term) for term in text.split()])
 
 
@@ -165,9 +209,15 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     if not terms:
         return threads
     named = Q(*[Q(name__icontains=term) for term in terms])
-    full_text = connections[threads.db].vendor == "postgresql"
-    messages = matching_messages(text, full_text=full_text).filter(thread_id=OuterRef("pk"))
-    return threads.filter(named | Exists(messages))
+    if connections[threads.db].vendor != "postgresql":
+        messages = matching_messages(text, full_text=False).filter(thread_id=OuterRef("pk"))
+        return threads.filter(named | Exists(messages))
+    ids = threads.order_by().values_list("pk", flat=True)
+    listed = list(ids[: SEARCH_LITERAL_THREADS + 1])
+    searched = EqualsAny(F("thread_id"), ArraySubquery(ids)) if len(listed) > SEARCH_LITERAL_THREADS else None
+    messages = matching_messages(text, full_text=True)
+    messages = messages.filter(searched) if searched is not None else messages.filter(thread_id__in=listed)
+    return threads.filter(named | Q(pk__in=messages.values("thread_id")))
 
 
 def history_page(

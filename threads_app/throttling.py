@@ -6,7 +6,7 @@ from typing import Any
 from rest_framework.settings import api_settings
 from rest_framework.throttling import UserRateThrottle
 
-from threads_app.budgets import SENDS, BudgetThrottle
+from threads_app.budgets import SEARCHES, SENDS, BudgetThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -43,3 +43,16 @@ class SendRateThrottle(BudgetThrottle):
     (``budgets.SENDS``), so the API and the socket share one budget."""
 
     budget = SENDS
+
+
+class SearchThrottle(BudgetThrottle):
+    """Limits a user's thread searches (``SEARCHES_THROTTLE_RATE``, default ``60/min``): a
+    list with a ``?search=`` of any term spends from ``budgets.SEARCHES``, since a search
+    reads the user's messages; a plain list (one index read of a page) spends nothing."""
+
+    budget = SEARCHES
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        if getattr(view, "action", None) != "list" or not request.query_params.get("search", "").split():
+            return True
+        return super().allow_request(request, view)
