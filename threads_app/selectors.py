@@ -1,9 +1,12 @@
 """Read-only queries over threads and their transcripts, always scoped to an owner."""
 
+import json
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connections
@@ -23,6 +26,7 @@ from django.db.models.functions import Coalesce
 from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
+from threads_app.transcript_budgets import CHUNK_ROWS, context_bytes, take_within, wire_bytes
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
 
@@ -106,11 +110,90 @@ def step_dicts(
 
 
 def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None:
-    """The ThreadDict with its whole transcript, or None when the user may not read it."""
+    """The ThreadDict with its whole transcript, or None when the user may not read it
+    (for tests and tools: a client's read is ``resume_thread_dict``, within a budget)."""
     thread = get_owned_thread(user, thread_id)
     if thread is None:
         return None
     return thread_to_dict(thread, step_dicts(thread.pk, viewer_id=user.pk))
+
+
+# --- reads within a byte budget (``transcript_budgets``) -----------------------------------
+# A client's read of a transcript carries the newest steps that fit its budget (and, when it
+# asked, at most ``limit`` of them); ``omittedBeforeSeq`` says where it stopped: null when it
+# carries the whole transcript, else the seq of its first step, before which the client reads
+# older steps with ``history?before_seq=`` as the user scrolls up.
+
+OMITTED_KEY = "omittedBeforeSeq"
+
+
+def newest_steps(
+    thread_id: uuid.UUID,
+    *,
+    max_bytes: int,
+    limit: int | None = None,
+    before_seq: int | None = None,
+    viewer_id: int | None = None,
+    messages_only: bool = False,
+    measure: Callable[[dict[str, Any]], int] = wire_bytes,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The newest StepDicts (before ``before_seq`` when given) within ``max_bytes`` and
+    ``limit``, in ``seq`` order, and the seq before which older steps were left out (None
+    when none were)."""
+    steps = Step.objects.filter(thread_id=thread_id)
+    if before_seq is not None:
+        steps = steps.filter(seq__lt=before_seq)
+    if messages_only:
+        steps = steps.filter(type__contains="message")
+    rows = _step_values(steps.order_by("-seq"), viewer_id)
+    if limit is not None:
+        rows = rows[: limit + 1]
+    taken, more = take_within(
+        (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
+        max_bytes=max_bytes,
+        limit=limit,
+        measure=measure,
+    )
+    taken.reverse()
+    return taken, (taken[0]["seq"] if more and taken else None)
+
+
+def context_step_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
+    """What a chat context is rebuilt from: the newest ``CHAT_CONTEXT_MAX_BYTES`` of the
+    transcript's text, in ``seq`` order (an app sends its context to a model, whose own window
+    is smaller than any thread a user can make)."""
+    steps, _omitted = newest_steps(
+        thread_id, max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    return steps
+
+
+def newest_within_context(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest of ``steps`` (in ``seq`` order) within ``CHAT_CONTEXT_MAX_BYTES`` of text."""
+    kept, _more = take_within(
+        reversed(steps), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    kept.reverse()
+    return kept
+
+
+def resume_thread_dict(
+    user: User, thread_id: uuid.UUID, *, limit: int | None = None
+) -> dict[str, Any] | None:
+    """The ThreadDict ``resume_thread`` carries, or None when the user may not read it: the
+    newest steps within ``RESUME_MAX_BYTES`` (less what the thread's metadata takes), at most
+    ``limit`` when the client asked for a page, with ``omittedBeforeSeq``. Its ``elements``
+    are the thread's, or those of the steps carried when older ones were left out."""
+    thread = get_owned_thread(user, thread_id)
+    if thread is None:
+        return None
+    room = settings.RESUME_MAX_BYTES - len(json.dumps(thread.metadata, default=str))
+    steps, omitted = newest_steps(thread.pk, max_bytes=max(room, 0), limit=limit, viewer_id=user.pk)
+    thread_dict = thread_to_dict(thread, steps)
+    if omitted is not None:
+        thread_dict["elements"] = attachments.elements_of(thread.pk, [step["id"] for step in steps])
+    thread_dict[OMITTED_KEY] = omitted
+    return thread_dict
 
 
 def box_of_thread(thread_id: uuid.UUID) -> Box | None:
@@ -173,18 +256,30 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
 def history_page(
     thread_id: uuid.UUID, *, after_seq: int, limit: int, viewer_id: int | None = None
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, and whether more follow."""
+    """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, within
+    ``READ_PAGE_MAX_BYTES``, and whether more follow."""
     steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq")
-    rows = list(_step_values(steps, viewer_id)[: limit + 1])
-    return [_step_dict(row) for row in rows[:limit]], len(rows) > limit
+    rows = _step_values(steps, viewer_id)[: limit + 1]
+    return take_within(
+        (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
+        max_bytes=settings.READ_PAGE_MAX_BYTES,
+        limit=limit,
+    )
 
 
-def last_step_dicts(
-    thread_id: uuid.UUID, limit: int, *, viewer_id: int | None = None
-) -> list[dict[str, Any]]:
-    """The last ``limit`` StepDicts of the transcript, in ``seq`` order."""
-    rows = _step_values(Step.objects.filter(thread_id=thread_id).order_by("-seq"), viewer_id)[:limit]
-    return [_step_dict(row) for row in reversed(list(rows))]
+def history_page_before(
+    thread_id: uuid.UUID, *, before_seq: int, limit: int, viewer_id: int | None = None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The page of older steps a client scrolling up reads: up to ``limit`` StepDicts with
+    ``seq < before_seq``, the newest of them, in ``seq`` order and within
+    ``READ_PAGE_MAX_BYTES``; and the seq before which still older ones are (None: none)."""
+    return newest_steps(
+        thread_id,
+        max_bytes=settings.READ_PAGE_MAX_BYTES,
+        limit=limit,
+        before_seq=before_seq,
+        viewer_id=viewer_id,
+    )
 
 
 # The failed sends a bootstrap lists: the latest this many (a thread stopped many times does
@@ -269,9 +364,11 @@ def thread_summary(thread: Thread) -> dict[str, Any]:
 
 
 def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
-    """What a client needs to show a thread: ``{thread, entries, pending, failed, asks}``.
+    """What a client needs to show a thread: ``{thread, entries, omittedBeforeSeq, pending,
+    failed, asks, elements}``.
 
-    ``entries`` is the transcript (the last ``limit`` steps when given), ``pending`` the sends
+    ``entries`` is the newest of the transcript within ``READ_PAGE_MAX_BYTES`` (and the last
+    ``limit`` steps when given; ``omittedBeforeSeq`` says where it stopped), ``pending`` the sends
     accepted but not yet transcribed, ``failed`` the latest sends that never will be (dropped
     by a stop, refused) unless the user sends them again. None of them is compared with
     another here: the client retires a pending entry when a transcript user step carries its
@@ -280,15 +377,16 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
     """
     pending, failed = open_sends(thread.pk)
     viewer = thread.owner_id  # only the owner reads a thread (``owned_threads``)
-    entries = (
-        step_dicts(thread.pk, viewer_id=viewer)
-        if limit is None
-        else last_step_dicts(thread.pk, limit, viewer_id=viewer)
+    entries, omitted = newest_steps(
+        thread.pk, max_bytes=settings.READ_PAGE_MAX_BYTES, limit=limit, viewer_id=viewer
     )
-    elements = attachments.elements_of(thread.pk, None if limit is None else [e["id"] for e in entries])
+    elements = attachments.elements_of(
+        thread.pk, None if limit is None and omitted is None else [e["id"] for e in entries]
+    )
     return {
         "thread": thread_summary(thread),
         "entries": entries,
+        OMITTED_KEY: omitted,
         "pending": pending,
         "failed": failed,
         # Questions the app still waits for: a reloaded page shows them again.
@@ -379,14 +477,20 @@ def engine_session_id_of(thread_id: uuid.UUID) -> str:
 def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
     """The user and assistant messages (``type``, ``output``, ``content``) of the thread that
     carries ``engine_session_id``, in order, without Tether's own error notes: what an engine
-    that keeps no history of its own replays to resume the conversation."""
+    that keeps no history of its own replays to resume the conversation. The newest of them
+    within ``CHAT_CONTEXT_MAX_BYTES`` of text, as a chat context."""
     thread = Thread.objects.filter(engine_session_id=engine_session_id).order_by("-updated_at").first()
     if thread is None:
         return []
     steps = thread.steps.filter(type__in=["user_message", "assistant_message"], is_error=False).order_by(
-        "seq"
+        "-seq"
     )
-    return [dict(row) for row in steps.values("type", "output", "content")]
+    rows = steps.values("type", "output", "content").iterator(chunk_size=CHUNK_ROWS)
+    kept, _more = take_within(
+        (dict(row) for row in rows), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    kept.reverse()
+    return kept
 
 
 def accepted_exists(thread_id: uuid.UUID, message_id: uuid.UUID) -> bool:

@@ -1,0 +1,74 @@
+"""How much of a transcript one read may carry: a byte budget on the StepDicts it returns.
+
+A read of a thread (a history page, a bootstrap, ``resume_thread``, a rebuilt chat context)
+walks the steps from one end, one database chunk at a time (``QuerySet.iterator``: a
+server-side cursor on PostgreSQL, ``fetchmany`` on SQLite), and stops at the first step that
+would take it past its budget: what it holds in memory is the budget plus one chunk, whatever
+the thread's size. Reads for clients are measured as the JSON they become (the size
+python-socketio's encoder gives, ``ensure_ascii`` included, which is the larger of the two
+encoders: DRF's keeps non-ASCII text as it is), so a ``resume_thread`` within its budget is
+within the WebSocket frame cap it is set under. A chat context is measured by its text.
+"""
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from threads_app.step_budgets import cap_text, text_bytes
+
+# Rows fetched per database round trip by a budgeted read.
+CHUNK_ROWS = 200
+# A step larger than a whole budget (written before the step budget existed) is shown with
+# its text cut to this share of the budget, so a read always makes progress past it.
+OVERSIZED_SHARE = 4
+
+
+def wire_bytes(step: dict[str, Any]) -> int:
+    """The size of a StepDict as a Socket.IO client receives it."""
+    return len(json.dumps(step, separators=(",", ":"), default=str))
+
+
+def context_bytes(step: dict[str, Any]) -> int:
+    """What a step weighs in a chat context: its text."""
+    return text_bytes(step.get("output") or "") + text_bytes(step.get("input") or "")
+
+
+def _shrunk(step: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    limit = max(1, max_bytes // OVERSIZED_SHARE)
+    return {
+        **step,
+        "output": cap_text(step.get("output") or "", limit)[0],
+        "input": cap_text(step.get("input") or "", limit)[0],
+    }
+
+
+def take_within(
+    steps: Iterator[dict[str, Any]],
+    *,
+    max_bytes: int,
+    limit: int | None = None,
+    measure: Callable[[dict[str, Any]], int] = wire_bytes,
+) -> tuple[list[dict[str, Any]], bool]:
+    """The steps ``steps`` yields, in that order, until the next would pass ``max_bytes``
+    (``measure`` of each, summed) or ``limit`` steps; and whether any were left (the caller
+    fetched one more than ``limit`` to tell). The first step is always taken, cut to fit when
+    it alone is over the budget. The iterator is closed when the read stops early."""
+    taken: list[dict[str, Any]] = []
+    used = 0
+    try:
+        for step in steps:
+            if limit is not None and len(taken) >= limit:
+                return taken, True
+            size = measure(step)
+            if size > max_bytes and not taken:
+                step = _shrunk(step, max_bytes)
+                size = measure(step)
+            if used + size > max_bytes:
+                return taken, True
+            taken.append(step)
+            used += size
+        return taken, False
+    finally:
+        close = getattr(steps, "close", None)
+        if close is not None:
+            close()
