@@ -381,13 +381,13 @@ INTEGRATION_MAX_BODY_BYTES = int(os.environ.get("INTEGRATION_MAX_BODY_BYTES", st
 JSON_MAX_DEPTH = int(os.environ.get("JSON_MAX_DEPTH", "32"))
 JSON_MAX_CONTAINERS = int(os.environ.get("JSON_MAX_CONTAINERS", "10000"))
 # What a transcript may hold and what one read of it may carry (threads_app.step_budgets,
-# threads_app.transcript_reads). A step's input and output are each cut at STEP_MAX_BYTES
+# threads_app.transcript_budgets). A step's input and output are each cut at STEP_MAX_BYTES
 # (UTF-8) with a marker, streamed tokens included; a thread keeps THREAD_MAX_BYTES of step
 # text, after which new steps keep only the marker. A history page or bootstrap carries at
 # most READ_PAGE_MAX_BYTES of StepDicts (as JSON), a ``resume_thread`` at most
 # RESUME_MAX_BYTES (keep it below daphne's --websocket-max-message-size), and a chat context
 # rebuilt from the transcript holds the newest CHAT_CONTEXT_MAX_BYTES of it.
-STEP_MAX_BYTES = int(os.environ.get("STEP_MAX_BYTES", str(256 * 1024)))
+STEP_MAX_BYTES = int(os.environ.get("STEP_MAX_BYTES", str(512 * 1024)))
 THREAD_MAX_BYTES = int(os.environ.get("THREAD_MAX_BYTES", str(64 * 1024 * 1024)))
 READ_PAGE_MAX_BYTES = int(os.environ.get("READ_PAGE_MAX_BYTES", str(4 * 1024 * 1024)))
 RESUME_MAX_BYTES = int(os.environ.get("RESUME_MAX_BYTES", str(8 * 1024 * 1024)))

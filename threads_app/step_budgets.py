@@ -22,6 +22,9 @@ from typing import Any
 from django.conf import settings
 
 TRUNCATED_KEY = "truncated"  # set in a cut step's metadata, so a client can tell
+# Bytes kept free for the marker at the end of a cut text: a cut text, marker included, is
+# within the budget, so cutting it again (each layer that writes checks) changes nothing.
+MARKER_RESERVE = 100
 THREAD_FULL_TEXT = "[not kept: this conversation reached its size limit; start a new chat]"
 
 
@@ -49,7 +52,7 @@ def cap_text(text: str, limit: int | None = None) -> tuple[str, bool]:
     size = text_bytes(text)
     if size <= limit:
         return text, False
-    return cut_to(text, limit) + truncated_marker(limit, size), True
+    return cut_to(text, max(0, limit - MARKER_RESERVE)) + truncated_marker(limit, size), True
 
 
 def step_text_bytes(fields: dict[str, Any]) -> int:
@@ -80,7 +83,8 @@ class StreamAllowance:
     tokens come, so a long stream costs nothing per token beyond its own length."""
 
     def __init__(self, text: str = "") -> None:
-        self.limit = settings.STEP_MAX_BYTES
+        # Tokens fill the budget less the marker's room, so the text as it ends is within it.
+        self.limit = max(0, settings.STEP_MAX_BYTES - MARKER_RESERVE)
         self.used = text_bytes(text)
         self.exhausted = self.used > self.limit
 
@@ -88,7 +92,7 @@ class StreamAllowance:
         """What of ``token`` may be streamed ("" once the step is full); ``replace``: the
         token is the whole text from now on (``is_sequence``)."""
         if replace:
-            text, self.exhausted = cap_text(token, self.limit)
+            text, self.exhausted = cap_text(token)
             self.used = min(text_bytes(token), self.limit)
             return text
         if self.exhausted:
@@ -100,4 +104,4 @@ class StreamAllowance:
         self.exhausted = True
         kept = cut_to(token, self.limit - self.used)
         self.used = self.limit
-        return kept + truncated_marker(self.limit)
+        return kept + truncated_marker(self.limit + MARKER_RESERVE)

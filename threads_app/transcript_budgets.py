@@ -23,9 +23,13 @@ CHUNK_ROWS = 200
 OVERSIZED_SHARE = 4
 
 
+# One encoder for every measure: ``json.dumps`` with options builds a new one per call.
+_WIRE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+
+
 def wire_bytes(step: dict[str, Any]) -> int:
     """The size of a StepDict as a Socket.IO client receives it."""
-    return len(json.dumps(step, separators=(",", ":"), default=str))
+    return len(_WIRE_ENCODER.encode(step))
 
 
 def context_bytes(step: dict[str, Any]) -> int:
