@@ -392,6 +392,12 @@ THREAD_MAX_BYTES = int(os.environ.get("THREAD_MAX_BYTES", str(64 * 1024 * 1024))
 READ_PAGE_MAX_BYTES = int(os.environ.get("READ_PAGE_MAX_BYTES", str(4 * 1024 * 1024)))
 RESUME_MAX_BYTES = int(os.environ.get("RESUME_MAX_BYTES", str(8 * 1024 * 1024)))
 CHAT_CONTEXT_MAX_BYTES = int(os.environ.get("CHAT_CONTEXT_MAX_BYTES", str(2 * 1024 * 1024)))
+# What one user's reads of transcripts may carry in all (threads_app.read_budget): a burst,
+# refilled per second; an exhausted user's reads shrink to the floor instead of failing.
+# A burst of 0 switches it off.
+TRANSCRIPT_READ_BURST_BYTES = int(os.environ.get("TRANSCRIPT_READ_BURST_BYTES", str(64 * 1024 * 1024)))
+TRANSCRIPT_READ_BYTES_PER_SECOND = int(os.environ.get("TRANSCRIPT_READ_BYTES_PER_SECOND", str(1024 * 1024)))
+TRANSCRIPT_READ_FLOOR_BYTES = int(os.environ.get("TRANSCRIPT_READ_FLOOR_BYTES", str(64 * 1024)))
 # Uploads: bytes a user may keep in uploads at once, and the age (hours) after which
 # ``manage.py purge_uploads`` deletes them.
 UPLOAD_QUOTA_BYTES = int(os.environ.get("UPLOAD_QUOTA_BYTES", str(200_000_000)))

@@ -26,6 +26,7 @@ from django.db.models.functions import Coalesce
 from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
+from threads_app.read_budget import read_budget
 from threads_app.transcript_budgets import CHUNK_ROWS, context_bytes, take_within, wire_bytes
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
@@ -139,7 +140,8 @@ def newest_steps(
 ) -> tuple[list[dict[str, Any]], int | None]:
     """The newest StepDicts (before ``before_seq`` when given) within ``max_bytes`` and
     ``limit``, in ``seq`` order, and the seq before which older steps were left out (None
-    when none were)."""
+    when none were). A read for a viewer is also within the viewer's read budget
+    (``read_budget``)."""
     steps = Step.objects.filter(thread_id=thread_id)
     if before_seq is not None:
         steps = steps.filter(seq__lt=before_seq)
@@ -148,14 +150,32 @@ def newest_steps(
     rows = _step_values(steps.order_by("-seq"), viewer_id)
     if limit is not None:
         rows = rows[: limit + 1]
-    taken, more = take_within(
-        (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
-        max_bytes=max_bytes,
-        limit=limit,
-        measure=measure,
-    )
+
+    def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
+        return take_within(
+            (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
+            max_bytes=granted,
+            limit=limit,
+            measure=measure,
+        )
+
+    taken, more = _within_read_budget(viewer_id, max_bytes, read)
     taken.reverse()
     return taken, (taken[0]["seq"] if more and taken else None)
+
+
+def _within_read_budget(
+    viewer_id: int | None, wanted: int, read: Callable[[int], tuple[list[dict[str, Any]], bool, int]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """``read(max_bytes)`` within what the viewer's read budget grants of ``wanted`` (a read
+    without a viewer, the server's own, takes ``wanted``); what it did not use goes back."""
+    if viewer_id is None:
+        taken, more, _used = read(wanted)
+        return taken, more
+    granted = read_budget.grant(viewer_id, wanted)
+    taken, more, used = read(granted)
+    read_budget.refund(viewer_id, granted - used)
+    return taken, more
 
 
 def context_step_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
@@ -170,7 +190,7 @@ def context_step_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
 
 def newest_within_context(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest of ``steps`` (in ``seq`` order) within ``CHAT_CONTEXT_MAX_BYTES`` of text."""
-    kept, _more = take_within(
+    kept, _more, _used = take_within(
         reversed(steps), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
     )
     kept.reverse()
@@ -260,11 +280,13 @@ def history_page(
     ``READ_PAGE_MAX_BYTES``, and whether more follow."""
     steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq")
     rows = _step_values(steps, viewer_id)[: limit + 1]
-    return take_within(
-        (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
-        max_bytes=settings.READ_PAGE_MAX_BYTES,
-        limit=limit,
-    )
+
+    def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
+        return take_within(
+            (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)), max_bytes=granted, limit=limit
+        )
+
+    return _within_read_budget(viewer_id, settings.READ_PAGE_MAX_BYTES, read)
 
 
 def history_page_before(
@@ -486,7 +508,7 @@ def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
         "-seq"
     )
     rows = steps.values("type", "output", "content").iterator(chunk_size=CHUNK_ROWS)
-    kept, _more = take_within(
+    kept, _more, _used = take_within(
         (dict(row) for row in rows), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
     )
     kept.reverse()

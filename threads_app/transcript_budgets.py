@@ -52,26 +52,27 @@ def take_within(
     max_bytes: int,
     limit: int | None = None,
     measure: Callable[[dict[str, Any]], int] = wire_bytes,
-) -> tuple[list[dict[str, Any]], bool]:
+) -> tuple[list[dict[str, Any]], bool, int]:
     """The steps ``steps`` yields, in that order, until the next would pass ``max_bytes``
-    (``measure`` of each, summed) or ``limit`` steps; and whether any were left (the caller
-    fetched one more than ``limit`` to tell). The first step is always taken, cut to fit when
-    it alone is over the budget. The iterator is closed when the read stops early."""
+    (``measure`` of each, summed) or ``limit`` steps; whether any were left (the caller
+    fetched one more than ``limit`` to tell); and the bytes taken. The first step is always
+    taken, cut to fit when it alone is over the budget. The iterator is closed when the read
+    stops early."""
     taken: list[dict[str, Any]] = []
     used = 0
     try:
         for step in steps:
             if limit is not None and len(taken) >= limit:
-                return taken, True
+                return taken, True, used
             size = measure(step)
             if size > max_bytes and not taken:
                 step = _shrunk(step, max_bytes)
                 size = measure(step)
             if used + size > max_bytes:
-                return taken, True
+                return taken, True, used
             taken.append(step)
             used += size
-        return taken, False
+        return taken, False, used
     finally:
         close = getattr(steps, "close", None)
         if close is not None:
