@@ -12,7 +12,8 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from chatproject.body_limits import BodyLimitMiddleware  # noqa: E402
-from sessions_app.auth import BrowserOriginValidator, SocketAuthMiddleware  # noqa: E402
+from sessions_app.auth import SocketAuthMiddleware  # noqa: E402
+from sessions_app.origin import BrowserOriginValidator  # noqa: E402
 from sessions_app.routing import websocket_urlpatterns  # noqa: E402
 from sessions_app.shutdown import graceful_shutdown  # noqa: E402
 

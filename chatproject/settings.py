@@ -26,6 +26,11 @@ def _env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_list(name: str, default: str = "") -> list[str]:
+    """A comma-separated variable; spaces around the items and empty items are dropped."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
 # ``DJANGO_ENV=production`` turns on the production profile (HTTPS only, secure cookies, HSTS,
 # no generated key); anything else is the embedded development default.
 DJANGO_ENV = os.environ.get("DJANGO_ENV", "development").strip().lower()
@@ -44,8 +49,11 @@ else:
     _key_source = str(SECRET_KEY_FILE)
 if not DEBUG:
     secret_key.refuse_weak(SECRET_KEY, _key_source)
-ALLOWED_HOSTS = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
-CSRF_TRUSTED_ORIGINS = [origin for origin in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if origin]
+
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# Origins other than the request's own that may POST a form and open a socket
+# (sessions_app.origin): "https://chat.example.com", or "https://*.example.com".
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "daphne",
@@ -76,6 +84,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # The admin's pages get a Content-Security-Policy (the chat page sets its own).
+    "chatproject.csp.AdminContentSecurityPolicyMiddleware",
     # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -226,6 +236,12 @@ REST_FRAMEWORK = {
         "sends": os.environ.get("SEND_THROTTLE_RATE", "120/min"),
         "uploads": os.environ.get("UPLOAD_THROTTLE_RATE", "30/min"),
         "feedback": os.environ.get("FEEDBACK_THROTTLE_RATE", "60/min"),
+        # The budgets of threads_app.budgets not above: clicks on action buttons, changes of
+        # the chat settings, answers to asks, thread searches.
+        "clicks": os.environ.get("CLICKS_THROTTLE_RATE", "60/min"),
+        "settings": os.environ.get("SETTINGS_THROTTLE_RATE", "60/min"),
+        "ask_answers": os.environ.get("ASK_ANSWERS_THROTTLE_RATE", "60/min"),
+        "searches": os.environ.get("SEARCHES_THROTTLE_RATE", "60/min"),
     },
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
 }
@@ -407,9 +423,7 @@ MAX_IMAGE_PIXELS = int(os.environ.get("MAX_IMAGE_PIXELS", str(50_000_000)))
 # Webhooks: hosts or networks (comma-separated, e.g. "127.0.0.1,10.0.0.0/8,hooks.internal")
 # a delivery may go to although they resolve to a loopback, private, link-local, multicast or
 # reserved address; and the most bytes of a receiver's answer that are read.
-WEBHOOK_ALLOWED_HOSTS = [
-    h.strip() for h in os.environ.get("WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()
-]
+WEBHOOK_ALLOWED_HOSTS = _env_list("WEBHOOK_ALLOWED_HOSTS")
 WEBHOOK_MAX_RESPONSE_BYTES = int(os.environ.get("WEBHOOK_MAX_RESPONSE_BYTES", "65536"))
 # Seconds between webhook delivery attempts (comma-separated), and one attempt's timeout.
 WEBHOOK_RETRY_DELAYS = [

@@ -10,33 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
+from chatproject.csp import CHAT_PAGE_CSP
 from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
-
-# The chat page loads only its own scripts and styles, and talks only to its own origin: a
-# message that slipped past the sanitiser could still run nothing. Elements need no
-# relaxation: a PDF is framed from this origin (default-src 'self'; the element endpoint sends
-# it with ``Content-Security-Policy: sandbox``), and plotly.js, which would insert its
-# stylesheet as an inline <style>, gets it as a static file instead (tether/elements.js), so
-# ``style-src`` stays 'self' (its per-element styles are set through the CSSOM, which the
-# policy allows).
-CHAT_PAGE_CSP = "; ".join(
-    [
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        # KaTeX (math in messages, math.js) positions glyphs with style attributes, some set
-        # with setAttribute. A style attribute cannot run script; <style> elements and style
-        # sheets from elsewhere stay refused, and DOMPurify still strips style from messages.
-        "style-src-attr 'unsafe-inline'",
-        "img-src 'self' data: blob:",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-    ]
-)
 
 
 @login_required

@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
+from chatproject import page_urls
 from media_app import images, storage
 from media_app.models import Element, Upload
 from threads_app.models import Thread
@@ -106,8 +107,8 @@ def create_element(
         raise ElementRejected(f"display must be inline, side or page, not {display!r}.")
     if data is None and not url:
         raise ElementRejected(f"The element {name!r} has no content, path or url.")
-    if data is None and not url.startswith(("https://", "http://", "/")):
-        # The page puts it in an href or src: no javascript: or data: URLs.
+    if data is None and not page_urls.is_link_url(url):
+        # The page puts it in an href or src: no javascript: or data: URLs, no //host.
         raise ElementRejected(f"The url of {name!r} must be http(s) or a path on this server.")
     if data is not None and len(data) > max_element_bytes():
         raise ElementRejected(
@@ -200,10 +201,7 @@ def element_bytes(element: Element) -> bytes:
 
 def element_path(element: Element) -> str | None:
     """A local path to the element's bytes, when the storage has one (the filesystem)."""
-    try:
-        return str(storage.backend().path(element.storage_key))
-    except NotImplementedError:
-        return None
+    return storage.local_path(element.storage_key)
 
 
 @dataclass(frozen=True)

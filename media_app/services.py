@@ -96,6 +96,12 @@ def upload_bytes(upload: Upload) -> bytes:
     return bytes(upload.data)
 
 
+def upload_path(upload: Upload) -> str | None:
+    """A local path to an upload's bytes: a file that is not a photo, in a filesystem storage
+    (a photo is kept in its row, and has none)."""
+    return storage.local_path(upload.storage_key)
+
+
 def purge_uploads(older_than: timedelta) -> int:
     """Delete the uploads created more than ``older_than`` ago; how many were deleted.
 

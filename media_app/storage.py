@@ -36,6 +36,17 @@ def read_bytes(key: str) -> bytes:
     return data
 
 
+def local_path(key: str) -> str | None:
+    """A path on this machine to a stored file, when the storage has one (the filesystem;
+    None for a remote backend)."""
+    if not key:
+        return None
+    try:
+        return str(backend().path(key))
+    except NotImplementedError:
+        return None
+
+
 def delete_key(key: str) -> None:
     """Delete a stored file; a file already gone is not an error (deletes may repeat)."""
     if not key:

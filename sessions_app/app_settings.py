@@ -11,6 +11,7 @@ does not offer, or none, falls back to the default profile, as Chainlit's client
 """
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from chatproject import page_urls
 from sessions_app.chat.hooks import Hook, load_app
 from sessions_app.chat.profiles import ChatProfile, Starter
 
@@ -51,13 +53,24 @@ def _text(value: Any, what: str, limit: int, *, optional: bool = False) -> None:
         raise Unusable(f"{what} contains a NUL character")
 
 
+def _icon(icon: Any, what: str) -> str | None:
+    """A usable icon, or None: the page loads images from this server only, so an icon that
+    is not a path on it (``https://...``, ``//host``, ``/\\host``) is dropped, with a log line,
+    and the item is shown without it."""
+    _text(icon, "icon", MAX_ICON_CHARS, optional=True)
+    if icon is not None and not page_urls.is_server_path(icon):
+        logger.warning("%s: icon %r is dropped: it must be a path on this server", what, icon[:200])
+        return None
+    return icon  # type: ignore[no-any-return]  # _text checked it is a str or None
+
+
 def _check_starter(starter: Any) -> Starter:
     if not isinstance(starter, Starter):
         raise Unusable(f"{type(starter).__name__} is not a chat.Starter")
     _text(starter.label, "label", MAX_LABEL_CHARS)
     _text(starter.message, "message", settings.MAX_MESSAGE_CHARS)
-    _text(starter.icon, "icon", MAX_ICON_CHARS, optional=True)
-    return starter
+    icon = _icon(starter.icon, f"starter {starter.label!r}")
+    return starter if icon == starter.icon else dataclasses.replace(starter, icon=icon)
 
 
 def _check_profile(profile: Any) -> ChatProfile:
@@ -66,7 +79,7 @@ def _check_profile(profile: Any) -> ChatProfile:
     _text(profile.name, "name", MAX_NAME_CHARS)
     _text(profile.markdown_description, "markdown_description", MAX_DESCRIPTION_CHARS, optional=True)
     _text(profile.display_name, "display_name", MAX_LABEL_CHARS, optional=True)
-    _text(profile.icon, "icon", MAX_ICON_CHARS, optional=True)
+    icon = _icon(profile.icon, f"profile {profile.name!r}")
     starters = None
     if profile.starters is not None:
         starters = _checked(
@@ -75,7 +88,7 @@ def _check_profile(profile: Any) -> ChatProfile:
     return ChatProfile(
         name=profile.name,
         markdown_description=profile.markdown_description or "",
-        icon=profile.icon,
+        icon=icon,
         default=bool(profile.default),
         starters=starters,
         display_name=profile.display_name,

@@ -297,10 +297,15 @@ def file_spec(accept: Any, max_size_mb: int, max_files: int) -> dict[str, Any]:
     }
 
 
-def read_files(user: User, files: list[dict[str, Any]]) -> dict[str, bytes]:
-    """The bytes of the uploads an answer named, by id (for ``chat.AskFileMessage``)."""
+def read_files(user: User, files: list[dict[str, Any]]) -> dict[str, tuple[bytes, str | None]]:
+    """The bytes and local path (None where there is none) of the uploads an answer named,
+    by id (for ``chat.AskFileMessage``): a photo's bytes are in its row, another file's in
+    the elements storage."""
     ids = [uuid.UUID(f["id"]) for f in files]
-    return {str(u.pk): bytes(u.data) for u in media_services.uploads_of(user, ids, with_data=True)}
+    return {
+        str(upload.pk): (media_services.upload_bytes(upload), media_services.upload_path(upload))
+        for upload in media_services.uploads_of(user, ids, with_data=True)
+    }
 
 
 def _uuid(value: Any, what: str) -> uuid.UUID:

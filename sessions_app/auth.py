@@ -4,7 +4,8 @@
 Token <key>`` header when there is one (``scope["token_user"]``), else from the session cookie
 (``scope["user"]``, as Channels' ``get_user`` reads a session). A token can also come in the
 ``token`` field of the Socket.IO auth payload (``user_for_token``); an expired or revoked token
-is refused like an unknown one (``sessions_app.tokens``). Browsers' Origin is checked too.
+is refused like an unknown one (``sessions_app.tokens``). A browser's Origin was checked
+before (``sessions_app.origin``): a cookie sent by another site's page never gets this far.
 
 Channels' ``AuthMiddlewareStack`` would resolve the cookie the same way, but it keeps three
 middleware layers, a session wrapper and a lazy user alive for the whole life of every
@@ -13,11 +14,9 @@ connection (about 4 KiB of each idle socket); a socket needs its user only once.
 
 from importlib import import_module
 from typing import Any, cast
-from urllib.parse import ParseResult
 
 from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
 from channels.auth import get_user
-from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http.cookie import parse_cookie
@@ -59,19 +58,3 @@ class SocketAuthMiddleware:
         else:
             scope = dict(scope, user=await _user_of_cookie(headers.get(b"cookie", b"")))
         return await self.inner(scope, receive, send)
-
-
-class BrowserOriginValidator(OriginValidator):
-    """Refuse cross-site WebSocket hijacking: a browser's Origin must be one of ours.
-
-    Browsers always send Origin on a WebSocket handshake; integrations (no browser, no
-    cookie jar) send none and authenticate with a token, so a missing Origin is allowed.
-    """
-
-    def __init__(self, application: Any) -> None:
-        super().__init__(application, settings.ALLOWED_HOSTS)
-
-    def valid_origin(self, parsed_origin: ParseResult | None) -> bool:
-        if parsed_origin is None:
-            return True
-        return super().valid_origin(parsed_origin)

@@ -31,9 +31,17 @@ class InvalidSetting(ValueError):
 
 
 def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    """``value`` as a float, if it is a finite number a float can hold (JSON allows integers
+    of thousands of digits; ``float()`` of one overflows)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidSetting("must be a number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidSetting("is too large") from None
+    if not math.isfinite(number):
+        raise InvalidSetting("must be a number")
+    return number
 
 
 def _in_range(value: float, spec: Mapping[str, Any]) -> None:
@@ -43,7 +51,14 @@ def _in_range(value: float, spec: Mapping[str, Any]) -> None:
     if high is not None and value > high:
         raise InvalidSetting(f"must be at most {high}")
     if step:
-        steps = (value - (low or 0)) / step
+        # Finite bounds, value and step can still make an infinite count of steps (1e308 on
+        # a step of 0.5: 2e308), which round() cannot take.
+        try:
+            steps = (value - (low or 0)) / step
+        except OverflowError:  # a declared bound too large for a float
+            steps = math.inf
+        if not math.isfinite(steps):
+            raise InvalidSetting(f"is too large for a step of {step}")
         if abs(steps - round(steps)) > STEP_TOLERANCE * max(1.0, abs(steps)):
             raise InvalidSetting(f"must be a multiple of {step} from {low or 0}")
 

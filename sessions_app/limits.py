@@ -1,20 +1,28 @@
-"""Budgets that span the socket and the API: one send rate per user.
-
-The API's send throttle (``SendRateThrottle``, ``SEND_THROTTLE_RATE``) takes a token from the
-user's bucket (``threads_app.token_bucket``: Redis when configured, so across processes); the
-socket's ``client_message`` takes from the same bucket, so a user cannot go around the API's
-429 by sending over the socket. From the event loop that is one Redis round trip, no thread.
-"""
+"""The socket's side of the budgets (``threads_app.budgets``): the same buckets as the API's
+throttles, taken from the event loop (one Redis round trip, no thread), refused before any
+work is queued."""
 
 from typing import Any
 
-from threads_app.throttling import SendRateThrottle
-from threads_app.token_bucket import Rate, sends
+from threads_app.budgets import SENDS, Budget
+
+
+class OverBudget(Exception):
+    """The user spent this budget; ``str()`` says when to try again."""
+
+    def __init__(self, budget: Budget, wait: float) -> None:
+        super().__init__(budget.refusal(wait))
+        self.budget = budget
+        self.wait = wait
+
+
+async def spend(budget: Budget, user: Any) -> None:
+    """Take one from the user's bucket of ``budget``, or raise OverBudget."""
+    wait = await budget.atake(user.pk)
+    if wait is not None:
+        raise OverBudget(budget, wait)
 
 
 async def wait_before_next_send(user: Any) -> float | None:
     """None if the user may send now, else the seconds until the budget allows it."""
-    rate = Rate.parse(SendRateThrottle.get_rate())
-    if rate is None:
-        return None
-    return await sends.atake(str(user.pk), rate)
+    return await SENDS.atake(user.pk)

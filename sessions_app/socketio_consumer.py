@@ -11,7 +11,7 @@ there is no long-polling and no upgrade. Binary attachments are refused with an 
 import logging
 import re
 import secrets
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -36,11 +36,31 @@ CLOSE_TOO_BIG = 4009  # RFC 6455 1009, message too big
 CLOSE_GOING_AWAY = 4001  # RFC 6455 1001, the server is shutting down: reconnect elsewhere
 
 ERROR_EVENT = "error"
-# A Socket.IO packet's ack id: after the type digit and an optional "/namespace,".
-ACK_ID = re.compile(r"^\d(?:/[^,]*,)?(\d+)")
+# The ack id an EVENT (2) or BINARY_EVENT (5, after its "<attachments>-") asks to be answered
+# on: after the type, an optional "/namespace," and up to 100 digits, as python-socketio reads
+# it (a longer id is no id: the packet is refused). Other packets' ids are not requests: an
+# ACK's id answers a call of the server's.
+ACK_REQUEST = re.compile(r"^(?:2|5(?:\d+-)?)(?:(/[^,]*),)?(\d{1,100})(?!\d)")
 # An EVENT packet's name as written, read without parsing the packet: after the type digit, an
 # optional "/namespace," and an ack id. A name written with escapes is not read.
 EVENT_NAME = re.compile(r'2(?:/[^,]*,)?\d*\["([^"\\]*)"')
+
+
+class AckRequest(NamedTuple):
+    """An acknowledgement a client asked for: its id, and the namespace to answer on."""
+
+    id: int
+    namespace: str
+
+
+def _ack_request(encoded: str) -> AckRequest | None:
+    """The ack an encoded Socket.IO packet asks for, read without parsing its JSON (None if
+    it is not an event or asks for none)."""
+    asked = ACK_REQUEST.match(encoded)
+    if asked is None:
+        return None
+    namespace = (asked.group(1) or "/").split("?", 1)[0]  # "/admin?token=x," is /admin
+    return AckRequest(int(asked.group(2)), namespace)
 
 
 class ConnectionRefused(Exception):
@@ -136,7 +156,10 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         # maxPayload counts bytes, as Engine.IO does: a text frame is measured UTF-8 encoded.
         size = len(bytes_data) if bytes_data is not None else len((text_data or "").encode())
         if size > self.max_payload:
-            await self.emit_error(f"frame of {size} bytes exceeds the limit of {self.max_payload}")
+            await self.emit_error(
+                f"frame of {size} bytes exceeds the limit of {self.max_payload}",
+                ack=_ack_request(text_data[1:] if text_data and text_data[0] == "4" else ""),
+            )
             await self.close(code=CLOSE_TOO_BIG)
             return
         if bytes_data is not None:
@@ -163,52 +186,54 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     # --- Socket.IO packets ---------------------------------------------------------------
 
     async def _receive_socketio(self, encoded: str, size: int) -> None:
-        ack = ACK_ID.match(encoded)  # to answer a call, if it was one, without parsing the JSON
-        ack_id = int(ack.group(1)) if ack else None
+        # Read before parsing, so that a frame that asked for an answer gets one (as an ack)
+        # whatever is wrong with it: a client waiting for its ack does not time out.
+        ack = _ack_request(encoded)
         if encoded[:1] == "2":  # an EVENT: its frame must fit its event's budget before parsing
             named = EVENT_NAME.match(encoded)
             event = named.group(1) if named else None
             limit = self.event_frame_limit(event)
             if size > limit:
                 await self.emit_error(
-                    f"frame of {size} bytes exceeds the limit of {limit} for this event",
-                    event=event,
-                    ack_id=ack_id,
+                    f"frame of {size} bytes exceeds the limit of {limit} for this event", event=event, ack=ack
                 )
                 return
         try:
             check_shape(encoded.encode("utf-8", "surrogatepass"))  # the API's JSON budgets
         except ParseError as exc:
-            await self.emit_error(f"malformed packet: {exc.detail}", ack_id=ack_id)
+            await self.emit_error(f"malformed packet: {exc.detail}", ack=ack)
             return
         try:
             packet = sio.Packet(encoded_packet=encoded)
         except (ValueError, TypeError, RecursionError) as exc:  # RecursionError: deeply nested JSON
-            await self.emit_error(f"malformed packet: {exc}")
+            await self.emit_error(f"malformed packet: {exc}", ack=ack)
             return
         namespace = packet.namespace or "/"
+        if packet.packet_type in (sio.EVENT, sio.BINARY_EVENT):
+            ack = AckRequest(packet.id, namespace) if packet.id is not None else None
         if packet.packet_type == sio.CONNECT:
             await self._namespace_connect(namespace, packet.data)
             return
         if namespace != self.namespace or self.sio_sid is None:
-            await self.emit_error("not connected to this namespace", ack_id=packet.id)
+            await self.emit_error("not connected to this namespace", ack=ack)
             return
+        ack_id = ack.id if ack else None
         if packet.packet_type == sio.EVENT:
             data = packet.data
             if not isinstance(data, list) or not data or not isinstance(data[0], str):
-                await self.emit_error("malformed event: expected [name, ...args]", ack_id=packet.id)
+                await self.emit_error("malformed event: expected [name, ...args]", ack_id=ack_id)
                 return
             try:
-                await self.socketio_event(data[0], data[1:], packet.id)
+                await self.socketio_event(data[0], data[1:], ack_id)
             except Exception:
                 # A bug must not kill the consumer: that would skip disconnect() and leave the
                 # session attached to a dead socket.
                 logger.exception("event %r failed on socket %s", data[0], self.eio_sid)
-                await self.emit_error("internal server error", event=data[0], ack_id=packet.id)
+                await self.emit_error("internal server error", event=data[0], ack_id=ack_id)
         elif packet.packet_type == sio.DISCONNECT:
             await self.close(code=CLOSE_NORMAL)
         elif packet.packet_type in (sio.BINARY_EVENT, sio.BINARY_ACK):
-            await self.emit_error("binary packets are not supported", ack_id=packet.id)
+            await self.emit_error("binary packets are not supported", ack_id=ack_id)
         elif packet.packet_type == sio.ACK:
             if packet.id is not None:  # the answer to an event sent with ``call``
                 await self.socketio_ack(packet.id, packet.data if isinstance(packet.data, list) else [])
@@ -257,10 +282,13 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
     async def socketio_ack(self, ack_id: int, args: list[Any]) -> None:
         """The client acknowledged an event sent with ``call``; subclasses use it."""
 
-    async def ack(self, ack_id: int | None, *args: Any) -> None:
-        """Answer a client's acknowledgement request; a no-op when none was asked for."""
+    async def ack(self, ack_id: int | None, *args: Any, namespace: str | None = None) -> None:
+        """Answer a client's acknowledgement request (on ``namespace``, the root's by
+        default); a no-op when none was asked for."""
         if ack_id is not None:
-            await self._send_packet(sio.Packet(sio.ACK, list(args), id=ack_id, binary=False))
+            await self._send_packet(
+                sio.Packet(sio.ACK, list(args), namespace=namespace, id=ack_id, binary=False)
+            )
 
     async def emit_error(
         self,
@@ -268,13 +296,17 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         *,
         event: str | None = None,
         ack_id: int | None = None,
+        ack: "AckRequest | None" = None,
         details: dict[str, Any] | None = None,
     ) -> None:
         """Tell the client what was wrong with what it sent; the connection stays usable.
-        ``details`` add fields to the ack's error object."""
+        The ack answers ``ack_id`` on the root namespace, or ``ack`` (a request read from a
+        frame that may be for another namespace); ``details`` add fields to its error object."""
         body = {"message": message, "event": event}
-        if ack_id is not None:
-            await self.ack(ack_id, {"error": message, **(details or {})})
+        if ack is None and ack_id is not None:
+            ack = AckRequest(ack_id, self.namespace)
+        if ack is not None:
+            await self.ack(ack.id, {"error": message, **(details or {})}, namespace=ack.namespace)
         try:
             await self.emit(ERROR_EVENT, body)
         except Exception:  # the socket may already be closing

@@ -55,12 +55,12 @@ settings.ENGINE_IDLE_TIMEOUT = 0
 
 @pytest.fixture(autouse=True)
 def _fresh_send_budgets():
-    """Each test starts with full send and read buckets (they are keyed by user pk, which a
-    database flushed after a test hands out again)."""
+    """Each test starts with full budgets, the read budget too (their buckets are keyed by
+    user pk, which a database flushed after a test hands out again)."""
+    from threads_app.budgets import reset_all
     from threads_app.read_budget import read_budget
-    from threads_app.token_bucket import sends
 
-    sends.reset()
+    reset_all()
     read_budget.reset()
 
 

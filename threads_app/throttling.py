@@ -4,9 +4,9 @@ import logging
 from typing import Any
 
 from rest_framework.settings import api_settings
-from rest_framework.throttling import BaseThrottle, UserRateThrottle
+from rest_framework.throttling import UserRateThrottle
 
-from threads_app.token_bucket import Rate, sends
+from threads_app.budgets import SENDS, BudgetThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -37,27 +37,9 @@ class ConfigurableRateThrottle(UserRateThrottle):
         return str(rate)
 
 
-class SendRateThrottle(BaseThrottle):
+class SendRateThrottle(BudgetThrottle):
     """Limits a user's sends (``SEND_THROTTLE_RATE``, default ``120/min``: a burst of 120,
-    refilled at 2 a second) with the token bucket the chat socket takes from too
-    (``token_bucket.sends``), so the API and the socket share one budget."""
+    refilled at 2 a second) with the bucket the chat socket takes from too
+    (``budgets.SENDS``), so the API and the socket share one budget."""
 
-    def __init__(self) -> None:
-        self._wait: float | None = None
-
-    @staticmethod
-    def get_rate() -> str | None:
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get("sends")
-        if rate is None or str(rate).strip().lower() in {"", "off", "none"}:
-            return None
-        return str(rate)
-
-    def allow_request(self, request: Any, view: Any) -> bool:
-        rate = Rate.parse(self.get_rate())
-        if rate is None:
-            return True
-        self._wait = sends.take(str(request.user.pk), rate)
-        return self._wait is None
-
-    def wait(self) -> float | None:
-        return self._wait
+    budget = SENDS

@@ -129,6 +129,3 @@ class TokenBucket:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
         return wait / 1000 if wait else None
-
-
-sends = TokenBucket("sends")

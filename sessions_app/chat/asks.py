@@ -130,13 +130,17 @@ class AskActionMessage(AskMessageBase):
 
 @dataclass
 class AskFile:
-    """A file the user gave an ``AskFileMessage`` (Chainlit's ``AskFileResponse`` fields)."""
+    """A file the user gave an ``AskFileMessage`` (Chainlit's ``AskFileResponse`` fields:
+    ``id, name, type, size, path``, and ``mime``); its bytes are ``content`` and ``read()``.
+    ``path`` is a file on this machine for a file that is not a photo when the elements
+    storage is the filesystem, else None (read the bytes instead)."""
 
     id: str
     name: str
     type: str
     size: int
     content: bytes = field(repr=False, default=b"")
+    path: str | None = None
 
     @property
     def mime(self) -> str:
@@ -177,5 +181,9 @@ class AskFileMessage(AskMessageBase):
         answer: list[dict[str, Any]] | None = await self._ask()
         if answer is None:
             return None
-        data = await database_sync_to_async(asks.read_files)(require_session().user, answer)
-        return [AskFile(f["id"], f["name"], f["type"], f["size"], data.get(f["id"], b"")) for f in answer]
+        stored = await database_sync_to_async(asks.read_files)(require_session().user, answer)
+        files = []
+        for named in answer:
+            content, path = stored.get(named["id"], (b"", None))
+            files.append(AskFile(named["id"], named["name"], named["type"], named["size"], content, path))
+        return files

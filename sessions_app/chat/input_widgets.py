@@ -10,6 +10,7 @@ client is checked by (``sessions_app.chat_settings``), so a declaration the pane
 submit fails in the app, at once.
 """
 
+import math
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
@@ -54,6 +55,15 @@ class InputWidget:
         if self._initial() is not None:
             check_value(self.to_dict(), self._initial())
 
+    def _check_finite(self, **bounds: float | None) -> None:
+        """Bounds and steps are finite numbers: NaN and infinity are not JSON the panel can
+        read, and no value could be checked against them."""
+        for name, bound in bounds.items():
+            if bound is None or (isinstance(bound, int) and not isinstance(bound, bool)):
+                continue
+            if not isinstance(bound, float) or not math.isfinite(bound):
+                raise ValueError(f"{type(self).__name__} {self.id!r}: {name} must be a finite number")
+
 
 @dataclass(kw_only=True)
 class Switch(InputWidget):
@@ -86,6 +96,7 @@ class Slider(InputWidget):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_finite(min=self.min, max=self.max, step=self.step)
         if not self.min <= self.max or self.step <= 0:
             raise ValueError(f"Slider {self.id!r} needs min <= max and a positive step")
         self._check_initial()
@@ -156,6 +167,7 @@ class NumberInput(InputWidget):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_finite(min=self.min, max=self.max, step=self.step)
         if self.step is not None and self.step <= 0:
             raise ValueError(f"NumberInput {self.id!r} needs a positive step")
         self._check_initial()

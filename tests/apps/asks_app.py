@@ -1,9 +1,13 @@
 """A hooks-API app with action buttons and the three asks, for the socket and browser tests.
 
 Messages are commands: ``ask name [timeout]``, ``ask pick [timeout]``, ``ask file [timeout]``,
-``buttons``; anything else is echoed. Every answer is said back in a message, so a test sees
+``ask doc`` (a PDF or a text file), ``buttons``; anything else is echoed. Every answer is said back in a message, so a test sees
 what the hook received (and how many times).
 """
+
+import asyncio
+import hashlib
+from pathlib import Path
 
 from sessions_app import chat
 
@@ -59,6 +63,19 @@ async def on_message(message: chat.Message) -> None:
             await chat.Message(f"Files: {described}").send()
         else:
             await chat.Message("No file given.").send()
+    elif text == "ask doc":
+        docs = await chat.AskFileMessage(
+            "Send a PDF or a text file", accept=["application/pdf", "text/plain"], max_files=2, timeout=60
+        ).send()
+        for doc in docs or []:
+            content = doc.read()
+            on_disk = "none"
+            if doc.path is not None:
+                on_disk = "same" if await asyncio.to_thread(Path(doc.path).read_bytes) == content else "other"
+            await chat.Message(
+                f"Doc: {doc.name} {doc.mime} {doc.size} {len(content)} "
+                f"{hashlib.sha256(content).hexdigest()[:16]} path={on_disk}"
+            ).send()
     elif text == "buttons":
         await chat.Message(
             "Pick a colour",

@@ -83,3 +83,20 @@ def test_check_deploy_warns_without_the_production_profile():
     assert result.returncode != 0
     for warning in ("security.W004", "security.W008", "security.W012", "security.W016"):
         assert warning in result.stderr, warning
+
+
+def test_host_and_origin_lists_from_the_environment_drop_spaces_and_empty_items():
+    """``CSRF_TRUSTED_ORIGINS`` also decides which pages may open the socket: an origin
+    written after a comma and a space must still match a browser's exactly."""
+    shown = manage(
+        "shell",
+        "-c",
+        "from django.conf import settings as s; print(s.ALLOWED_HOSTS, s.CSRF_TRUSTED_ORIGINS)",
+        SECRET_KEY=STRONG,
+        ALLOWED_HOSTS=" chat.example.com, ,127.0.0.1",
+        CSRF_TRUSTED_ORIGINS="https://chat.example.com, https://*.example.org,",
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[-1] == (
+        "['chat.example.com', '127.0.0.1'] ['https://chat.example.com', 'https://*.example.org']"
+    )

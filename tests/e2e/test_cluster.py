@@ -2,7 +2,8 @@
 the rendered chatproject/nginx/tether.conf), on the test database and Redis.
 
 Clients reach Tether only through the proxy, which balances without sticky sessions: health
-and readiness answer, a browser signs in (the Host reaches Django as the browser sent it),
+and readiness answer, a browser signs in and chats (the Host reaches Django as the browser
+sent it, so the login form's and the socket's Origin checks see the page's own origin),
 sockets land on both processes and chat with the default engine app, a session whose socket
 moves to the other process is restored, a draining process is not ready and new sockets go
 around it, and SIGTERM to the supervisor drains everything and leaves nothing running. Which
@@ -33,6 +34,7 @@ from django.conf import settings
 
 from chatproject.cluster import Cluster, Daphne, probe
 from sessions_app.models import ServerProcess, SocketSession
+from tests.e2e.test_web_ui import _page_opener
 from tests.support.client import ChatClient, user_cookie
 from tests.support.hook_log import hook_calls
 from tests.support.nginx import require_nginx
@@ -148,6 +150,33 @@ async def test_a_browser_signs_in_through_the_proxy(engine_cluster, make_user):
             assert login.status == 302, await login.text()
         async with http.get(f"{origin}/", allow_redirects=False) as chat_page:
             assert chat_page.status == 200
+
+
+async def test_the_socket_origin_check_sees_the_browsers_host_through_the_proxy(engine_cluster, make_user):
+    """The proxy passes the browser's Host (port included) and scheme on, so a page of the
+    proxy's own origin opens a socket on either process, and a page on another port of the
+    host is refused: 403 from each process the proxy tries, then 403 to the browser."""
+    cookie = await user_cookie(engine_cluster.url, make_user())
+    url = engine_cluster.url.replace("http://", "ws://", 1) + "/ws/socket.io/?EIO=4&transport=websocket"
+    async with aiohttp.ClientSession() as http:
+        for _ in range(TABS):  # least_conn spreads them over both processes
+            async with http.ws_connect(url, origin=engine_cluster.url, headers={"Cookie": cookie}) as ours:
+                assert (await ours.receive_str(timeout=10)).startswith("0{")
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+            await http.ws_connect(url, origin=f"http://127.0.0.1:{free_port()}", headers={"Cookie": cookie})
+        assert refused.value.status == 403
+
+
+@pytest.mark.browser
+async def test_the_chat_page_connects_and_chats_through_the_proxy(engine_cluster, browser, make_user):
+    """Chromium on the proxy's address: its socket's Origin is the page's, which the process
+    behind the proxy must see as its own."""
+    async for open_page in _page_opener(browser, engine_cluster.url):
+        chat = await open_page()
+        await chat.sign_in(make_user())  # waits for the socket to connect
+        await chat.send("through nginx")
+        await chat.wait_reply("Echo #1: through nginx")
+        await chat.assert_clean()
 
 
 async def test_body_limits_through_the_proxy(engine_cluster):

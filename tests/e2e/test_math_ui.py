@@ -101,3 +101,43 @@ async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_t
     await chat.expect_theme("dark")
     await chat.shot("61-math-dark")
     await chat.assert_clean()
+
+
+async def test_a_formula_cannot_draw_outside_its_box_and_a_long_one_stays_its_source(
+    open_math_chat, make_user
+):
+    chat = await open_math_chat()
+    await chat.sign_in(make_user())
+    await chat.send("escape")
+    body = chat.locator("#transcript > .msg-assistant").locator(".msg-body")
+    await expect(body.locator(".katex")).to_have_count(2)
+
+    # \rule{500em}{500em} is capped by KaTeX's maxSize (10em), not drawn 8,000 px tall.
+    huge = body.locator(".math-display")
+    font_px = await huge.evaluate("n => parseFloat(getComputedStyle(n).fontSize)")
+    assert (await huge.bounding_box() or {"height": 1e9})["height"] < 14 * font_px
+
+    # \llap draws its 30em rule to the left of the formula, over the text before it: the
+    # formula's box clips it, so neither is it painted nor does it take clicks there.
+    inline = body.locator(".math-inline:not(.math-too-long)")
+    await inline.scroll_into_view_if_needed()
+    box = await inline.bounding_box()
+    rule = await inline.evaluate(
+        "n => { const r = [...n.querySelectorAll('.rule')].at(-1).getBoundingClientRect();"
+        " return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }"
+    )
+    assert box is not None and rule["left"] < box["x"] - 100  # it reaches far outside
+    outside = {"x": box["x"] - 20, "y": (rule["top"] + rule["bottom"]) / 2}  # on the rule, left of the box
+    hit = await chat.page.evaluate(
+        "p => { const n = document.elementFromPoint(p.x, p.y); return n ? !!n.closest('.katex') : null; }",
+        outside,
+    )
+    assert hit is False
+    assert await inline.evaluate("n => getComputedStyle(n).overflow") == "clip"
+
+    # Over MATH_MAX_CHARS a formula is not typeset: its source is shown as text.
+    long = body.locator(".math-too-long")
+    await expect(long).to_have_count(1)
+    await expect(long.locator(".katex")).to_have_count(0)
+    assert (await long.text_content() or "").startswith("x+x+x+")
+    await chat.assert_clean()

@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { blockMathAt, inlineMathAt, mathExtension, maskMath } from "../../sessions_app/static/tether/math.js";
+import {
+  KATEX_OPTIONS,
+  MATH_MAX_CHARS,
+  blockMathAt,
+  inlineMathAt,
+  mathExtension,
+  maskMath,
+} from "../../sessions_app/static/tether/math.js";
+import katex from "../../sessions_app/static/tether/vendor/katex/katex.mjs";
 import { Marked } from "../../sessions_app/static/tether/vendor/marked.esm.js";
 
 const markdown = new Marked({ gfm: true, breaks: true }, mathExtension);
@@ -89,5 +97,29 @@ describe("maskMath", () => {
     const masked = maskMath(src);
     assert.equal(masked.length, src.length);
     assert.equal(masked, "*a $b+c+d$ e* `$f*$`");
+  });
+});
+
+describe("caps on a formula", () => {
+  it("marks a formula over MATH_MAX_CHARS to stay its source", () => {
+    const long = "x+".repeat(MATH_MAX_CHARS / 2) + "x";
+    assert.equal(html(`$${long}$`), `<p><span class="math math-inline math-too-long">${long}</span></p>\n`);
+    assert.equal(html(`$$${long}$$`), `<div class="math math-display math-too-long">${long}</div>\n`);
+    assert.equal(html(`$${"x".repeat(MATH_MAX_CHARS)}$`), `<p>${inline("x".repeat(MATH_MAX_CHARS))}</p>\n`);
+  });
+
+  it("caps the sizes a formula writes with KaTeX's maxSize", () => {
+    const drawn = katex.renderToString("\\rule{500em}{500em}", KATEX_OPTIONS).split("katex-html")[1];
+    assert.match(drawn, /border-right-width:10em;border-top-width:10em/);
+    assert.doesNotMatch(drawn, /500em/); // (the source is only in the MathML annotation)
+  });
+
+  it("stops a macro that doubles itself with KaTeX's maxExpand, showing the source", () => {
+    const defs = "abcdefghij".split("").map((name, i, all) => `\\def\\${name}{\\${all[i + 1] ?? "x"}\\${all[i + 1] ?? "x"}}`);
+    const started = Date.now();
+    const drawn = katex.renderToString(`${defs.join("")}\\a`, KATEX_OPTIONS);
+    assert.match(drawn, /katex-error/);
+    assert.match(drawn, /Too many expansions/);
+    assert.ok(Date.now() - started < 1000);
   });
 });

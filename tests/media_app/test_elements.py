@@ -132,6 +132,55 @@ def test_a_files_type_is_read_from_its_bytes(data: bytes, name: str, expected: s
     assert files.sniff(data, name) == expected
 
 
+SVG = b"<svg xmlns='http://www.w3.org/2000/svg' onload='alert(1)'/>"
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize(
+    ("data", "name", "expected"),
+    [
+        (BOM + b"<!DOCTYPE html><p>hi", "page.html", "text/html"),
+        (b"<!-- saved from the web -->\n<html><script>x</script>", "page.html", "text/html"),
+        (BOM + b"\n <!-- a -->\n<!-- b -->\r\n<body onload=x>", "page.txt", "text/html"),
+        (b"<!-- a comment that never ends " + b"x" * 1000, "notes.txt", "text/html"),
+        (BOM + b"<!-- Generator: an editor -->\n" + SVG, "logo.svg", "image/svg+xml"),
+        (
+            b"<?xml version='1.0'?>\n<!-- x -->\n<!DOCTYPE svg PUBLIC '-//W3C//DTD SVG 1.1//EN' 'x.dtd'>\n"
+            + SVG,
+            "logo.txt",
+            "image/svg+xml",
+        ),
+        (b"<svg:svg xmlns:svg='http://www.w3.org/2000/svg'/>", "logo.txt", "image/svg+xml"),
+        (b"\xff\xfe" + "<!-- x --><svg onload='x'/>".encode("utf-16-le"), "logo.svg", "image/svg+xml"),
+        (b"\xfe\xff" + "<html><script>x</script>".encode("utf-16-be"), "page.txt", "text/html"),
+        (b"<!DOCTYPE html><p>caf\xe9", "page.txt", "text/html"),  # not UTF-8, still HTML
+        # Text that only starts with a comment or a BOM keeps its type.
+        (b"<!-- badges -->\n# Title\n", "README.md", "text/markdown"),
+        (BOM + b"a,b\n1,2\n", "table.csv", "text/csv"),
+        (b"\xff\xfe" + "plain words".encode("utf-16-le"), "notes.txt", "application/octet-stream"),
+        (b"a < b and <c>", "notes.txt", "text/plain"),
+    ],
+)
+def test_markup_is_found_past_a_bom_white_space_comments_and_doctypes(
+    data: bytes, name: str, expected: str
+) -> None:
+    assert files.sniff(data, name) == expected
+
+
+def test_html_and_svg_behind_a_bom_or_a_comment_are_refused_at_upload(api, settings) -> None:
+    settings.UPLOAD_ALLOWED_TYPES = ["*/*"]
+    for data, name in [
+        (BOM + b"<!DOCTYPE html><script>alert(1)</script>", "page.html"),
+        (b"<!-- hi -->\n" + SVG, "logo.svg"),
+        (b"\xff\xfe" + "<html><script>x</script>".encode("utf-16-le"), "page.html"),
+    ]:
+        response = post_file(api, data, name)
+        assert response.status_code == 400, name
+        assert "not accepted here" in str(response.json()), name
+    assert post_file(api, BOM + b"plain words", "notes.txt").status_code == 201
+    assert not Upload.objects.filter(name__in=["page.html", "logo.svg"]).exists()
+
+
 def test_allowed_types_match_exactly_or_by_family_and_never_let_html_in(settings) -> None:
     settings.UPLOAD_ALLOWED_TYPES = ["image/*", "application/pdf", "*/*"]
     assert files.is_allowed("image/webp") and files.is_allowed("application/pdf")
@@ -288,9 +337,11 @@ def test_an_element_by_url_keeps_only_http_urls_or_paths(user) -> None:
     thread_id = uuid.uuid4()
     linked = make_element(user, thread_id, data=None, url="https://example.com/report.pdf", type="pdf")
     assert elements.element_dict(linked)["url"] == "https://example.com/report.pdf" and not linked.storage_key
-    for bad in ("javascript:alert(1)", "data:text/html,x"):
+    for bad in ("javascript:alert(1)", "data:text/html,x", "//evil.example/x.pdf", "/\\evil.example/x.pdf"):
         with pytest.raises(elements.ElementRejected, match="must be http"):
             make_element(user, thread_id, data=None, url=bad)
+    served = make_element(user, thread_id, data=None, url="/static/report.pdf", type="pdf")
+    assert elements.element_dict(served)["url"] == "/static/report.pdf"
 
 
 def test_the_admin_lists_elements_with_their_thread(user, django_user_model, client) -> None:

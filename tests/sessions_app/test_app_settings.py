@@ -162,6 +162,41 @@ async def test_what_is_not_a_list_of_starters_is_dropped_with_the_reason(
     assert "the app returned str, not a list" in caplog.text
 
 
+async def test_an_icon_that_is_not_a_path_on_this_server_is_dropped_and_its_item_kept(
+    fresh_registry: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    @chat.set_starters
+    async def starters() -> list[chat.Starter]:
+        return [
+            chat.Starter("Own", "m", icon="/static/hi.svg"),
+            chat.Starter("Protocol-relative", "m", icon="//evil.example/x.png"),
+            chat.Starter("Backslash", "m", icon="/\\evil.example/x.png"),
+            chat.Starter("Tab", "m", icon="/\t/evil.example/x.png"),
+            chat.Starter("Remote", "m", icon="https://evil.example/x.png"),
+        ]
+
+    @chat.set_chat_profiles
+    async def profiles() -> list[chat.ChatProfile]:
+        return [
+            chat.ChatProfile("A", "", icon="//evil.example/a.png"),
+            chat.ChatProfile("B", "", icon="/b.png"),
+        ]
+
+    with caplog.at_level(logging.WARNING, logger="sessions_app.app_settings"):
+        found = await app_settings.app_starters(USER)
+        chosen = await app_settings.app_chat_profiles(USER)
+    assert [(s.label, s.icon) for s in found] == [
+        ("Own", "/static/hi.svg"),
+        ("Protocol-relative", None),
+        ("Backslash", None),
+        ("Tab", None),
+        ("Remote", None),
+    ]
+    assert [(p.name, p.icon) for p in chosen] == [("A", None), ("B", "/b.png")]
+    assert "starter 'Backslash': icon '/\\\\evil.example/x.png' is dropped" in caplog.text
+    assert "profile 'A': icon '//evil.example/a.png' is dropped" in caplog.text
+
+
 async def test_the_lists_are_capped_and_profile_names_are_unique(
     fresh_registry: None, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -5,6 +5,7 @@ a reconnect mid-ask; timeout; stop; foreign and bad ids refused without a change
 buttons kept with their message and their callbacks run once per click."""
 
 import asyncio
+import hashlib
 import uuid
 from typing import Any
 
@@ -296,6 +297,42 @@ async def test_a_file_ask_takes_uploads_of_the_accepted_types(asks_server: Any, 
     ok = await client.call("ask_answer", {"askId": spec["askId"], "answer": [{"id": uploaded["image/png"]}]})
     assert ok["success"]
     await client.wait_text("Files: dot.png image/png 2000 2000")
+    await client.disconnect()
+
+
+@pytest.fixture(scope="module")
+def asks_files_server(server_factory, tmp_path_factory):
+    """The asks app with uploads other than photos allowed, kept in a filesystem storage."""
+    return server_factory.start(
+        CHAT_APP="tests.apps.asks_app",
+        ELEMENTS_DIR=str(tmp_path_factory.mktemp("ask-files")),
+        UPLOAD_ALLOWED_TYPES="image/*,application/pdf,text/plain",
+    )
+
+
+async def test_a_file_ask_answered_with_a_pdf_and_a_text_file_gives_the_app_their_bytes(
+    asks_files_server: Any, make_user: Any
+) -> None:
+    user = make_user()
+    client, _thread, ask = await start_asking(asks_files_server, user, "ask doc")
+    assert ask["spec"]["accept"] == ["application/pdf", "text/plain"]
+    files = {
+        "report.pdf": b"%PDF-1.4\n" + bytes(range(256)) * 20 + b"\n%%EOF\n",
+        "notes.txt": "caf\u00e9 notes\n".encode() * 100,
+    }
+    uploaded = []
+    async with aiohttp.ClientSession(headers={"Authorization": f"Token {await api_token(user)}"}) as http:
+        for name, data in files.items():
+            form = aiohttp.FormData()
+            form.add_field("file", data, filename=name)
+            async with http.post(f"{asks_files_server.url}/api/uploads/", data=form) as response:
+                assert response.status == 201, await response.text()
+                uploaded.append({"id": (await response.json())["id"]})
+    ok = await client.call("ask_answer", {"askId": ask["spec"]["askId"], "answer": uploaded})
+    assert ok["success"]
+    for (name, data), mime in zip(files.items(), ("application/pdf", "text/plain"), strict=True):
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        await client.wait_text(f"Doc: {name} {mime} {len(data)} {len(data)} {digest} path=same")
     await client.disconnect()
 
 

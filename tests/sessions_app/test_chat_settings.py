@@ -111,6 +111,9 @@ def test_each_input_serialises_with_chainlits_fields() -> None:
         lambda: chat.TextInput(id="p", label="P", initial="long", max_length=2),
         lambda: chat.NumberInput(id="n", label="N", initial=5, max=4),
         lambda: chat.NumberInput(id="n", label="N", step=-1),
+        lambda: chat.NumberInput(id="n", label="N", step=float("nan")),
+        lambda: chat.NumberInput(id="n", label="N", max=float("inf")),
+        lambda: chat.Slider(id="t", label="T", max=float("inf")),
         lambda: chat.Tags(id="g", label="G", initial=["a", "a"]),
         lambda: chat.MultiSelect(id="d", label="D"),
         lambda: chat.MultiSelect(id="d", label="D", values=["a"], initial=["b"]),
@@ -210,6 +213,24 @@ def test_invalid_changes_are_refused_naming_the_input(change: dict[str, Any], se
     with pytest.raises(InvalidSetting) as refused:
         validate_change(DECLARED, CURRENT, change)
     assert refused.value.setting == setting
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "reason"),
+    [
+        (chat.NumberInput(id="n", label="N", step=0.5), 1e308, "is too large for a step of 0.5"),
+        (chat.NumberInput(id="n", label="N", step=0.5), 10**400, "is too large"),
+        (chat.NumberInput(id="n", label="N", step=5e-324), 1.0, "is too large for a step of 5e-324"),
+        (chat.NumberInput(id="n", label="N", min=-1e308, step=1), 1e308, "is too large for a step of 1"),
+        (chat.NumberInput(id="n", label="N", min=-(10**400), step=1), 1.0, "is too large for a step of 1"),
+        (chat.NumberInput(id="n", label="N"), 10**400, "is too large"),
+    ],
+    ids=["1e308", "10**400", "tiny step", "from -1e308", "from -10**400", "10**400 unstepped"],
+)
+def test_numbers_too_large_for_a_float_are_refused(spec: Any, value: Any, reason: str) -> None:
+    with pytest.raises(InvalidSetting) as refused:
+        check_value(spec.to_dict(), value)
+    assert (str(refused.value), refused.value.setting) == (f"N (n) {reason}", "n")
 
 
 def test_an_unset_select_or_number_may_be_sent_back_unset_but_not_unset_again() -> None:

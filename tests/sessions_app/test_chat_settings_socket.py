@@ -11,8 +11,9 @@ import aiohttp
 import pytest
 from asgiref.sync import sync_to_async
 
-from tests.support.client import ChatClient, signed_in
+from tests.support.client import ChatClient, session_cookie, signed_in
 from tests.support.waiting import settle, wait_until_async
+from tests.support.wire import in_process_socket
 from threads_app.models import Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -242,3 +243,42 @@ async def test_an_app_that_declares_no_settings_keeps_the_unchecked_merge(
     await settle()
     assert client.named("chat_settings") == []
     await client.disconnect()
+
+
+@pytest.fixture
+def number_app(settings: Any) -> None:
+    """``tests.apps.number_settings_app`` on the in-memory channel layer, in this process."""
+    settings.CHAT_APP = "tests.apps.number_settings_app"
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+# Numbers as a client may write them (``json`` reads 1e999 as infinity, NaN as NaN; an
+# integer of over 100 digits, which no float holds, is refused with the frame).
+FLOAT_EDGES = [
+    ("1e308", "is too large for a step of 0.5"),  # 2e308 steps: round() overflowed
+    ("-1.7e308", "is too large for a step of 0.5"),
+    ("1e999", "must be a number"),
+    ("-Infinity", "must be a number"),
+    ("NaN", "must be a number"),
+    ("0.3", "must be a multiple of 0.5 from 0"),
+]
+
+
+async def test_float_edge_cases_are_refused_as_bad_input_naming_the_setting(
+    number_app: Any, make_user: Any
+) -> None:
+    user = make_user()
+    async with in_process_socket(await session_cookie(user)) as sock:
+        await sock.connect_namespace()
+        await sock.send_event("connection_successful")
+        await sock.event("chat_settings")
+        await sock.event("task_end")
+        for ack_id, (number, reason) in enumerate(FLOAT_EDGES, start=1):
+            await sock.send_text(f'42{ack_id}["chat_settings_change",{{"nb":{number}}}]')
+            [answer] = await sock.ack(ack_id)
+            assert answer == {"error": f"Number (nb) {reason}", "setting": "nb"}, number
+        assert not [frame for frame in sock.frames if "internal server error" in frame]
+        assert await sock.call("chat_settings_change", {"nb": 1e300}, ack_id=50) is None
+        await sock.send_text('4251["chat_settings_change",{"nb":1' + "0" * 99 + "}]")  # an int of 1e99
+        assert await sock.ack(51) == [None]
+        assert await sock.call("chat_settings_change", {"nb": -2.5}, ack_id=52) is None

@@ -129,7 +129,8 @@ async def test_engineio_3_and_polling_are_refused_at_the_handshake(hooks, cookie
 
 async def test_a_foreign_browser_origin_is_refused_and_our_own_is_not(hooks, cookie):
     assert not await InProcessSocket(cookie, headers={"origin": "https://evil.example"}).accept()
-    ours = InProcessSocket(cookie, headers={"origin": f"http://{django_settings.ALLOWED_HOSTS[0]}"})
+    host = django_settings.ALLOWED_HOSTS[0]
+    ours = InProcessSocket(cookie, headers={"host": host, "origin": f"http://{host}"})
     assert await ours.accept()
     await ours.leave()
 
@@ -266,6 +267,61 @@ async def test_malformed_packets_get_an_error_and_the_socket_stays_usable(sock):
         (error,) = await sock.event("error")
         assert error["message"].startswith(expected), (frame[:40], error)
     await sock.still_usable()
+
+
+# Frames that ask for an ack (the id after the type, and after a BINARY_EVENT's attachment
+# count) and fail before or while they are parsed; each answer starts with its text.
+UNPARSED_CALLS = [
+    ('421["client_message", {"message": ', 1, "malformed packet: Expecting value"),
+    ('422["chat_settings_change", {"nb": 1' + "0" * 100 + "}]", 2, "malformed packet: Integer is too large"),
+    ("423" + "[" * 4_000, 3, "malformed packet: The JSON body is nested deeper than 32 levels."),
+    ('424["stop"', 4, "malformed packet"),
+    ('451-5["upload",{"_placeholder":true,', 5, "malformed packet"),
+    ('42/admin,6["stop"]', 6, "not connected to this namespace"),
+    ('42/admin?token=x,7["stop"', 7, "malformed packet"),
+]
+
+
+async def test_every_frame_that_asks_for_an_ack_gets_one_even_when_it_does_not_parse(sock):
+    for frame, ack_id, expected in UNPARSED_CALLS:
+        await sock.send_text(frame)
+        answer = await sock.expect(lambda f, n=ack_id: f.startswith((f"43{n}[", f"43/admin,{n}[")))
+        [error] = decode(answer).data
+        assert error["error"].startswith(expected), (frame[:40], error)
+        assert (await sock.event("error"))[0]["message"] == error["error"]
+    answered = [decode(frame) for frame in sock.frames if frame.startswith("43/")]
+    assert [(packet.namespace, packet.id) for packet in answered] == [("/admin", 6), ("/admin", 7)]
+    await sock.still_usable()
+
+
+async def test_frames_that_ask_for_no_ack_get_none(sock):
+    """An ACK's id answers a call of the server's: a broken one is not answered with an ACK
+    (the client would take it for the answer to its own call of that id). An id longer than
+    a packet may have (100 digits) is no id."""
+    for frame in (
+        "435" + "[" * 4_000,
+        "436[",
+        "42" + "7" * 101 + '["stop"]',
+        "42" + "8" * 5_000 + '["stop"]',
+    ):
+        await sock.send_text(frame)
+        assert (await sock.event("error"))[0]["message"].startswith(("malformed packet", "frame of")), frame[
+            :20
+        ]
+    assert not [frame for frame in sock.frames if frame.startswith("43")]
+    await sock.still_usable()
+
+
+async def test_a_frame_over_max_payload_that_asks_for_an_ack_gets_it_before_the_close(
+    hooks, settings, cookie
+):
+    settings.SOCKETIO_MAX_PAYLOAD = 2000
+    async with in_process_socket(cookie) as sock:
+        await sock.connect_namespace()
+        await sock.send_text('429["client_message", "' + "x" * 3000 + '"]')
+        [error] = await sock.ack(9)
+        assert error["error"] == "frame of 3025 bytes exceeds the limit of 2000"
+        assert await sock.closed() == 4009
 
 
 async def test_empty_and_binary_frames_get_an_error(sock):

@@ -14,9 +14,8 @@ from tests.support.client import ChatClient, api_token, login_cookie
 from tests.support.latency import assert_others_unaffected, latency_probe, paced
 from tests.support.probe_process import turn_running
 from tests.support.wire import new_auth, raw_socket
+from threads_app.budgets import SENDS
 from threads_app.models import AcceptedMessage
-from threads_app.throttling import SendRateThrottle
-from threads_app.token_bucket import Rate
 
 pytestmark = [pytest.mark.abuse, pytest.mark.django_db(transaction=True)]
 
@@ -123,7 +122,7 @@ async def test_a_socket_flooding_sends_past_the_budget_is_refused_and_costs_othe
     budget and the default (engine) app. Past the budget every send is refused with an
     ``{error}`` ack; what the budget let through is answered; another user's messages are
     answered about as fast as before, all along."""
-    budget = Rate.parse(SendRateThrottle.get_rate())
+    budget = SENDS.rate()
     assert budget is not None
     abuser = await signed(engine_server, make_user())
     floods = 0

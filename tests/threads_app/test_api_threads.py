@@ -19,9 +19,11 @@ from rest_framework.response import Response
 from rest_framework.test import APIClient, APIRequestFactory
 from rest_framework.views import APIView
 
+from threads_app.budgets import SENDS
 from threads_app.models import AcceptedMessage, Step, Thread
 from threads_app.services import accept_message, ensure_thread, upsert_step
 from threads_app.throttling import SendRateThrottle
+from threads_app.token_bucket import Rate
 
 pytestmark = pytest.mark.django_db
 
@@ -670,9 +672,9 @@ def test_send_throttle_limits_each_user_separately(user, other_user):
 
 
 def test_send_throttle_rate_comes_from_settings_and_can_be_switched_off():
-    assert SendRateThrottle().get_rate() == os.environ.get("SEND_THROTTLE_RATE", "120/min")
+    assert SENDS.rate() == Rate.parse(os.environ.get("SEND_THROTTLE_RATE", "120/min"))
     with override_settings(REST_FRAMEWORK={"DEFAULT_THROTTLE_RATES": {"sends": "off"}}):
-        assert SendRateThrottle().get_rate() is None
+        assert SENDS.rate() is None
         assert SendRateThrottle().allow_request(None, None) is True
 
 

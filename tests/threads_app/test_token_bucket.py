@@ -65,7 +65,7 @@ def test_the_api_throttle_takes_from_the_bucket(settings, rate):
 
     settings.REDIS_URL = ""
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"sends": rate}}
-    request = SimpleNamespace(user=SimpleNamespace(pk=f"api-{time.monotonic()}"))
+    request = SimpleNamespace(user=SimpleNamespace(pk=f"api-{time.monotonic()}", is_authenticated=True))
     throttle = SendRateThrottle()
     assert throttle.allow_request(request, None) and throttle.allow_request(request, None)
     assert not throttle.allow_request(request, None)

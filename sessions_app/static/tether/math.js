@@ -60,6 +60,16 @@ export function blockMathAt(src) {
   return null;
 }
 
+// A formula is a few hundred characters; a longer one is left as its source, not typeset (a
+// reply's thousands of `\\` rows drew a box 93,000 px tall). KaTeX caps the rest: sizes the
+// source writes (\rule, \kern, \raisebox...) to MAX_SIZE_EM, and macro expansions to
+// MAX_EXPAND (a few \defs that each call the next one twice make millions). maxSize does not
+// cap negative sizes (\kern{-900em}): the CSS keeps whatever a formula draws inside its own
+// box (tether.css, "math").
+export const MATH_MAX_CHARS = 2000;
+const MAX_SIZE_EM = 10;
+const MAX_EXPAND = 200;
+
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 const escapeHtml = (text) => String(text).replace(/[&<>"']/g, (c) => ESCAPES[c]);
 
@@ -98,6 +108,12 @@ export function maskMath(src) {
   return out;
 }
 
+/** A math token's classes; one over MATH_MAX_CHARS is marked to stay its source. */
+function mathClasses(token) {
+  const kind = token.display ? "math-display" : "math-inline";
+  return token.tex.length > MATH_MAX_CHARS ? `math ${kind} math-too-long` : `math ${kind}`;
+}
+
 /** The marked extension (`new Marked(..., mathExtension)`): math tokens and their HTML. */
 export const mathExtension = {
   extensions: [
@@ -112,7 +128,7 @@ export const mathExtension = {
         const math = blockMathAt(src);
         return math ? { type: "mathBlock", ...math } : undefined;
       },
-      renderer: (token) => `<div class="math math-display">${escapeHtml(token.tex)}</div>\n`,
+      renderer: (token) => `<div class="${mathClasses(token)}">${escapeHtml(token.tex)}</div>\n`,
     },
     {
       name: "math",
@@ -125,14 +141,20 @@ export const mathExtension = {
         const math = inlineMathAt(src);
         return math ? { type: "math", ...math } : undefined;
       },
-      renderer: (token) =>
-        `<span class="math ${token.display ? "math-display" : "math-inline"}">${escapeHtml(token.tex)}</span>`,
+      renderer: (token) => `<span class="${mathClasses(token)}">${escapeHtml(token.tex)}</span>`,
     },
   ],
   hooks: { emStrongMask: maskMath },
 };
 
-const OPTIONS = { throwOnError: false, trust: false, output: "htmlAndMathml", strict: "ignore" };
+export const KATEX_OPTIONS = {
+  throwOnError: false,
+  trust: false,
+  output: "htmlAndMathml",
+  strict: "ignore",
+  maxSize: MAX_SIZE_EM,
+  maxExpand: MAX_EXPAND,
+};
 
 // Rendered formulas by source, cloned on reuse: a streaming reply is re-rendered on each
 // update, and its finished formulas then cost a clone, not a KaTeX run.
@@ -146,7 +168,7 @@ function rendered(tex, display) {
     const holder = document.createElement("span");
     // KaTeX builds DOM nodes (no HTML string) and, with trust off, no links, classes or ids
     // from the source; a formula it cannot parse is shown as its source, marked as an error.
-    katex.render(tex, holder, { ...OPTIONS, displayMode: display });
+    katex.render(tex, holder, { ...KATEX_OPTIONS, displayMode: display });
     node = holder.firstChild;
     if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value);
     cache.set(key, node);
@@ -156,7 +178,7 @@ function rendered(tex, display) {
 
 /** Typesets every `.math` element under `root` (made by mathExtension's renderer) in place. */
 export function renderMath(root) {
-  const nodes = root.querySelectorAll(".math:not([data-typeset])");
+  const nodes = root.querySelectorAll(".math:not([data-typeset]):not(.math-too-long)");
   if (nodes.length === 0) return;
   if (!katex) {
     loadKatex();

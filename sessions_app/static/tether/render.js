@@ -35,7 +35,7 @@ const markdown = new Marked(
 // The only classes a message may carry are marked's code-block language and highlight.js's
 // token classes ("hljs-title function_"), and math.js's placeholders; raw HTML in a message
 // never reaches here as markup.
-const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_|math|math-inline|math-display)$/;
+const ALLOWED_CLASS = /^(language-[\w+-]+|hljs-[\w-]+|[a-z]+_|math|math-inline|math-display|math-too-long)$/;
 DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
   if (data.attrName !== "class") return;
   const classes = data.attrValue.trim().split(/\s+/);

@@ -4,6 +4,7 @@
 
 import * as api from "./api.js";
 import { gettext, interpolate } from "./i18n.js";
+import { isServerPath } from "./page_urls.js";
 import { el, markdownFragment } from "./render.js";
 
 export class ChatStart {
@@ -80,7 +81,7 @@ export class ChatStart {
         button.type = "button";
         button.dataset.index = String(index);
         // The page loads nothing from other origins (its CSP): only the server's own icons.
-        if (/^\/(?!\/)/.test(starter.icon ?? "")) {
+        if (isServerPath(starter.icon)) {
           const image = el("img", "starter-icon");
           image.src = starter.icon;
           image.alt = "";

@@ -1,0 +1,95 @@
+"""Budgets: how often a user may drive each input path, the socket and the API together.
+
+Every path a user can drive at the server's expense (a send, a click, a settings change, an
+ask answer, a feedback write, a search, an upload) spends from a budget of its own: a token
+bucket per user (``token_bucket``; in Redis across processes when it is configured, else in
+this process). A budget's rate is DRF's ``DEFAULT_THROTTLE_RATES[name]`` (set from the
+environment as ``<NAME>_THROTTLE_RATE``), so an operator sets every rate in one place; the
+API's throttle (``BudgetThrottle``) and the socket's handlers (``sessions_app.limits``) take
+from the same bucket, so neither path goes around the other.
+
+A refusal comes before any work is queued for the request: 429 with ``Retry-After`` over
+HTTP, an ``{error}`` ack saying when to try again over the socket (``Budget.refusal``).
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rest_framework.settings import api_settings
+from rest_framework.throttling import BaseThrottle
+
+from threads_app.token_bucket import Rate, TokenBucket
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One input path's budget: ``name`` is its throttle scope and its buckets' name,
+    ``what`` names what it counts in a refusal ("messages", "clicks")."""
+
+    name: str
+    what: str
+    bucket: TokenBucket = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "bucket", TokenBucket(self.name))
+
+    def rate(self) -> Rate | None:
+        """The rate in force (read on every call, so a settings change applies at once)."""
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.name)
+        return Rate.parse(None if rate is None else str(rate))
+
+    def take(self, user_pk: Any) -> float | None:
+        """Spend one from the user's bucket (synchronous callers: a request thread). None if
+        allowed, else the seconds until the budget allows it."""
+        rate = self.rate()
+        return None if rate is None else self.bucket.take(str(user_pk), rate)
+
+    async def atake(self, user_pk: Any) -> float | None:
+        """``take`` from the event loop: one Redis round trip, no thread."""
+        rate = self.rate()
+        return None if rate is None else await self.bucket.atake(str(user_pk), rate)
+
+    def refusal(self, wait: float) -> str:
+        """What a refused client is told."""
+        return f"too many {self.what}: the rate is limited; try again in {math.ceil(wait)} s"
+
+    def reset(self) -> None:
+        self.bucket.reset()
+
+
+SENDS = Budget("sends", "messages")
+CLICKS = Budget("clicks", "action clicks")
+SETTINGS_CHANGES = Budget("settings", "settings changes")
+ASK_ANSWERS = Budget("ask_answers", "answers")
+FEEDBACK = Budget("feedback", "feedback writes")
+SEARCHES = Budget("searches", "searches")
+UPLOADS = Budget("uploads", "uploads")
+
+ALL = (SENDS, CLICKS, SETTINGS_CHANGES, ASK_ANSWERS, FEEDBACK, SEARCHES, UPLOADS)
+
+
+def reset_all() -> None:
+    """Fill every user's buckets again (tests: a flushed database hands user pks out again)."""
+    for budget in ALL:
+        budget.reset()
+
+
+class BudgetThrottle(BaseThrottle):
+    """A DRF throttle that spends from ``budget``; subclasses name theirs. An anonymous
+    request is not counted here (the view's authentication refuses it)."""
+
+    budget: Budget
+
+    def __init__(self) -> None:
+        self._wait: float | None = None
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated:
+            return True
+        self._wait = self.budget.take(user.pk)
+        return self._wait is None
+
+    def wait(self) -> float | None:
+        return self._wait
