@@ -2,7 +2,7 @@
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -27,7 +27,13 @@ from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
 from threads_app.read_budget import read_budget
-from threads_app.transcript_budgets import CHUNK_ROWS, context_bytes, take_within, wire_bytes
+from threads_app.transcript_budgets import (
+    CHUNK_ROWS,
+    FIRST_CHUNK_ROWS,
+    context_bytes,
+    take_within,
+    wire_bytes,
+)
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
 
@@ -147,13 +153,10 @@ def newest_steps(
         steps = steps.filter(seq__lt=before_seq)
     if messages_only:
         steps = steps.filter(type__contains="message")
-    rows = _step_values(steps.order_by("-seq"), viewer_id)
-    if limit is not None:
-        rows = rows[: limit + 1]
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
         return take_within(
-            (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)),
+            _walk(steps, viewer_id, newest_first=True, limit=limit),
             max_bytes=granted,
             limit=limit,
             measure=measure,
@@ -162,6 +165,28 @@ def newest_steps(
     taken, more = _within_read_budget(viewer_id, max_bytes, read)
     taken.reverse()
     return taken, (taken[0]["seq"] if more and taken else None)
+
+
+def _walk(
+    steps: QuerySet[Step], viewer_id: int | None, *, newest_first: bool, limit: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """``steps`` as StepDicts in ``seq`` order (or newest first), fetched in keyset pages on
+    ``seq`` that start small (or at the ``limit`` asked for, and one more) and double up to
+    ``CHUNK_ROWS``: a read that stops after a few steps (its budget is small, or its steps are
+    big) fetches few rows, a long one few round trips, and no page holds more than
+    ``CHUNK_ROWS`` rows."""
+    size = min(CHUNK_ROWS, FIRST_CHUNK_ROWS if limit is None else limit + 1)
+    bound = None
+    while True:
+        page = steps
+        if bound is not None:
+            page = steps.filter(seq__lt=bound) if newest_first else steps.filter(seq__gt=bound)
+        rows = list(_step_values(page.order_by("-seq" if newest_first else "seq"), viewer_id)[:size])
+        for row in rows:
+            yield _step_dict(row)
+        if len(rows) < size:
+            return
+        bound, size = rows[-1]["seq"], min(2 * size, CHUNK_ROWS)
 
 
 def _within_read_budget(
@@ -278,12 +303,11 @@ def history_page(
 ) -> tuple[list[dict[str, Any]], bool]:
     """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, within
     ``READ_PAGE_MAX_BYTES``, and whether more follow."""
-    steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq")
-    rows = _step_values(steps, viewer_id)[: limit + 1]
+    steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq)
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
         return take_within(
-            (_step_dict(row) for row in rows.iterator(chunk_size=CHUNK_ROWS)), max_bytes=granted, limit=limit
+            _walk(steps, viewer_id, newest_first=False, limit=limit), max_bytes=granted, limit=limit
         )
 
     return _within_read_budget(viewer_id, settings.READ_PAGE_MAX_BYTES, read)

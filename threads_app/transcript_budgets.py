@@ -1,10 +1,10 @@
 """How much of a transcript one read may carry: a byte budget on the StepDicts it returns.
 
 A read of a thread (a history page, a bootstrap, ``resume_thread``, a rebuilt chat context)
-walks the steps from one end, one database chunk at a time (``QuerySet.iterator``: a
-server-side cursor on PostgreSQL, ``fetchmany`` on SQLite), and stops at the first step that
-would take it past its budget: what it holds in memory is the budget plus one chunk, whatever
-the thread's size. Reads for clients are measured as the JSON they become (the size
+walks the steps from one end, one keyset page on ``seq`` at a time (``selectors._walk``: 16
+rows, then twice as many up to ``CHUNK_ROWS``), and stops at the first step that would take it
+past its budget: what it holds in memory is the budget plus one page, whatever the thread's
+size, and a read that stops early fetched little more than it used. Reads for clients are measured as the JSON they become (the size
 python-socketio's encoder gives, ``ensure_ascii`` included, which is the larger of the two
 encoders: DRF's keeps non-ASCII text as it is), so a ``resume_thread`` within its budget is
 within the WebSocket frame cap it is set under. A chat context is measured by its text.
@@ -16,8 +16,10 @@ from typing import Any
 
 from threads_app.step_budgets import cap_text, text_bytes
 
-# Rows fetched per database round trip by a budgeted read.
-CHUNK_ROWS = 200
+# Rows fetched per database round trip by a budgeted read: the first page, then twice as
+# many each time up to the most.
+FIRST_CHUNK_ROWS = 16
+CHUNK_ROWS = 256
 # A step larger than a whole budget (written before the step budget existed) is shown with
 # its text cut to this share of the budget, so a read always makes progress past it.
 OVERSIZED_SHARE = 4
