@@ -30,6 +30,7 @@ from threads_app.read_budget import read_budget
 from threads_app.transcript_budgets import (
     CHUNK_ROWS,
     FIRST_CHUNK_ROWS,
+    STEP_OVERHEAD_BYTES,
     context_bytes,
     take_within,
     wire_bytes,
@@ -141,7 +142,6 @@ def newest_steps(
     limit: int | None = None,
     before_seq: int | None = None,
     viewer_id: int | None = None,
-    messages_only: bool = False,
     measure: Callable[[dict[str, Any]], int] = wire_bytes,
 ) -> tuple[list[dict[str, Any]], int | None]:
     """The newest StepDicts (before ``before_seq`` when given) within ``max_bytes`` and
@@ -151,12 +151,10 @@ def newest_steps(
     steps = Step.objects.filter(thread_id=thread_id)
     if before_seq is not None:
         steps = steps.filter(seq__lt=before_seq)
-    if messages_only:
-        steps = steps.filter(type__contains="message")
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
         return take_within(
-            _walk(steps, viewer_id, newest_first=True, limit=limit),
+            _walk(steps, viewer_id, newest_first=True, max_bytes=granted, limit=limit),
             max_bytes=granted,
             limit=limit,
             measure=measure,
@@ -168,25 +166,35 @@ def newest_steps(
 
 
 def _walk(
-    steps: QuerySet[Step], viewer_id: int | None, *, newest_first: bool, limit: int | None = None
+    steps: QuerySet[Step],
+    viewer_id: int | None,
+    *,
+    newest_first: bool,
+    max_bytes: int,
+    limit: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """``steps`` as StepDicts in ``seq`` order (or newest first), fetched in keyset pages on
-    ``seq`` that start small (or at the ``limit`` asked for, and one more) and double up to
-    ``CHUNK_ROWS``: a read that stops after a few steps (its budget is small, or its steps are
-    big) fetches few rows, a long one few round trips, and no page holds more than
-    ``CHUNK_ROWS`` rows."""
+    ``seq``: the first of ``FIRST_CHUNK_ROWS`` (or the ``limit`` asked for, and one more),
+    each next one as many rows as the steps seen so far say fit in what is left of
+    ``max_bytes`` (at most ``CHUNK_ROWS``). A read its budget stops after a few big steps
+    fetched few rows; a long read of small steps makes few trips; a page holds about what the
+    read may still carry."""
     size = min(CHUNK_ROWS, FIRST_CHUNK_ROWS if limit is None else limit + 1)
-    bound = None
+    bound, seen_rows, seen_bytes = None, 0, 0
     while True:
         page = steps
         if bound is not None:
             page = steps.filter(seq__lt=bound) if newest_first else steps.filter(seq__gt=bound)
         rows = list(_step_values(page.order_by("-seq" if newest_first else "seq"), viewer_id)[:size])
         for row in rows:
-            yield _step_dict(row)
+            step = _step_dict(row)
+            seen_rows, seen_bytes = seen_rows + 1, seen_bytes + context_bytes(step) + STEP_OVERHEAD_BYTES
+            yield step
         if len(rows) < size:
             return
-        bound, size = rows[-1]["seq"], min(2 * size, CHUNK_ROWS)
+        left = max(0, max_bytes - seen_bytes)
+        bound = rows[-1]["seq"]
+        size = max(FIRST_CHUNK_ROWS, min(CHUNK_ROWS, left * seen_rows // max(seen_bytes, 1) + 1))
 
 
 def _within_read_budget(
@@ -307,7 +315,9 @@ def history_page(
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
         return take_within(
-            _walk(steps, viewer_id, newest_first=False, limit=limit), max_bytes=granted, limit=limit
+            _walk(steps, viewer_id, newest_first=False, max_bytes=granted, limit=limit),
+            max_bytes=granted,
+            limit=limit,
         )
 
     return _within_read_budget(viewer_id, settings.READ_PAGE_MAX_BYTES, read)
@@ -531,7 +541,7 @@ def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
     steps = thread.steps.filter(type__in=["user_message", "assistant_message"], is_error=False).order_by(
         "-seq"
     )
-    rows = steps.values("type", "output", "content").iterator(chunk_size=CHUNK_ROWS)
+    rows = steps.values("type", "output", "content").iterator(chunk_size=FIRST_CHUNK_ROWS)
     kept, _more, _used = take_within(
         (dict(row) for row in rows), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
     )

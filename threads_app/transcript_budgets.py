@@ -2,9 +2,10 @@
 
 A read of a thread (a history page, a bootstrap, ``resume_thread``, a rebuilt chat context)
 walks the steps from one end, one keyset page on ``seq`` at a time (``selectors._walk``: 16
-rows, then twice as many up to ``CHUNK_ROWS``), and stops at the first step that would take it
-past its budget: what it holds in memory is the budget plus one page, whatever the thread's
-size, and a read that stops early fetched little more than it used. Reads for clients are measured as the JSON they become (the size
+rows, then as many as seem to fit what is left, up to ``CHUNK_ROWS``), and stops at the first
+step that would take it past its budget: what it holds in memory is the budget plus about one
+page, whatever the thread's size, and a read that stops early fetched little more than it
+used. Reads for clients are measured as the JSON they become (the size
 python-socketio's encoder gives, ``ensure_ascii`` included, which is the larger of the two
 encoders: DRF's keeps non-ASCII text as it is), so a ``resume_thread`` within its budget is
 within the WebSocket frame cap it is set under. A chat context is measured by its text.
@@ -16,10 +17,13 @@ from typing import Any
 
 from threads_app.step_budgets import cap_text, text_bytes
 
-# Rows fetched per database round trip by a budgeted read: the first page, then twice as
-# many each time up to the most.
+# Rows fetched per database round trip by a budgeted read: the first page, and the most in
+# one (the pages between are sized by what the steps seen so far weigh, ``selectors._walk``).
 FIRST_CHUNK_ROWS = 16
-CHUNK_ROWS = 256
+CHUNK_ROWS = 1024
+# What a StepDict's fields other than its text weigh, about (ids, times, names): the estimate
+# that sizes the next page, not the measure of the budget.
+STEP_OVERHEAD_BYTES = 500
 # A step larger than a whole budget (written before the step budget existed) is shown with
 # its text cut to this share of the budget, so a read always makes progress past it.
 OVERSIZED_SHARE = 4
