@@ -32,6 +32,7 @@ from threads_app.transcript_budgets import (
     FIRST_CHUNK_ROWS,
     STEP_OVERHEAD_BYTES,
     context_bytes,
+    take_pages_within,
     take_within,
     wire_bytes,
 )
@@ -153,7 +154,7 @@ def newest_steps(
         steps = steps.filter(seq__lt=before_seq)
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
-        return take_within(
+        return take_pages_within(
             _walk(steps, viewer_id, newest_first=True, max_bytes=granted, limit=limit),
             max_bytes=granted,
             limit=limit,
@@ -172,8 +173,8 @@ def _walk(
     newest_first: bool,
     max_bytes: int,
     limit: int | None = None,
-) -> Iterator[dict[str, Any]]:
-    """``steps`` as StepDicts in ``seq`` order (or newest first), fetched in keyset pages on
+) -> Iterator[list[dict[str, Any]]]:
+    """``steps`` as pages of StepDicts in ``seq`` order (or newest first), keyset pages on
     ``seq``: the first of ``FIRST_CHUNK_ROWS`` (or the ``limit`` asked for, and one more),
     each next one as many rows as the steps seen so far say fit in what is left of
     ``max_bytes`` (at most ``CHUNK_ROWS``). A read its budget stops after a few big steps
@@ -186,10 +187,10 @@ def _walk(
         if bound is not None:
             page = steps.filter(seq__lt=bound) if newest_first else steps.filter(seq__gt=bound)
         rows = list(_step_values(page.order_by("-seq" if newest_first else "seq"), viewer_id)[:size])
-        for row in rows:
-            step = _step_dict(row)
-            seen_rows, seen_bytes = seen_rows + 1, seen_bytes + context_bytes(step) + STEP_OVERHEAD_BYTES
-            yield step
+        steps_of_page = [_step_dict(row) for row in rows]
+        seen_rows += len(rows)
+        seen_bytes += sum(context_bytes(step) for step in steps_of_page) + STEP_OVERHEAD_BYTES * len(rows)
+        yield steps_of_page
         if len(rows) < size:
             return
         left = max(0, max_bytes - seen_bytes)
@@ -314,7 +315,7 @@ def history_page(
     steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq)
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
-        return take_within(
+        return take_pages_within(
             _walk(steps, viewer_id, newest_first=False, max_bytes=granted, limit=limit),
             max_bytes=granted,
             limit=limit,

@@ -19,7 +19,7 @@ from threads_app.selectors import (
     resume_thread_dict,
 )
 from threads_app.services import ensure_thread, upsert_step
-from threads_app.transcript_budgets import wire_bytes
+from threads_app.transcript_budgets import wire_bytes, wire_bytes_of_page
 
 pytestmark = pytest.mark.django_db
 
@@ -171,3 +171,10 @@ def test_an_engine_resuming_a_long_thread_replays_its_newest_messages(settings, 
     replay = engine_conversation("conv-long")
     assert 0 < sum(len(m["output"]) for m in replay) <= 10_000
     assert replay[-1]["output"].startswith(f"{STEPS - 1}:")
+
+
+def test_a_page_measured_at_once_weighs_what_its_steps_weigh_one_by_one(user, thread):
+    steps, _omitted = newest_steps(thread.pk, max_bytes=10**9)
+    steps[0]["output"] = 'é "quoted" \\ and \x01'  # escapes of every kind
+    assert wire_bytes_of_page(steps) == sum(wire_bytes(step) for step in steps)
+    assert wire_bytes_of_page([]) == 0
