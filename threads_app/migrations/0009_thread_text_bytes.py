@@ -24,7 +24,7 @@ def count_existing(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("threads_app", "0007_ask")]
+    dependencies = [("threads_app", "0008_step_search_document")]
 
     operations = [
         migrations.AddField(
