@@ -351,14 +351,16 @@ async def connect_socket(
     token: str | None,
     session_id: str | None = None,
     thread_id: uuid.UUID | None = None,
+    extra_auth: dict[str, Any] | None = None,
 ) -> None:
     """Connect ``sio`` the way the web client does: WebSocket transport on Tether's path, the
     token (when given) in the headers, the auth payload with a sessionId (a new one unless
-    given) and, to resume a thread, its threadId."""
+    given), to resume a thread its threadId, and ``extra_auth`` (e.g. ``resumeSteps``)."""
     auth: dict[str, Any] = {
         "sessionId": session_id or str(uuid.uuid4()),
         "clientType": "webapp",
         "userEnv": "{}",
+        **(extra_auth or {}),
     }
     if thread_id is not None:
         auth["threadId"] = str(thread_id)

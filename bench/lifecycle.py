@@ -171,18 +171,20 @@ def trim_thread(thread_id: uuid.UUID, steps: int) -> None:
     Step.objects.filter(thread_id=thread_id, seq__gt=steps).delete()
 
 
-def server_side_read(user_id: int, thread_id: uuid.UUID, repeat: int = 5) -> dict[str, float]:
+def server_side_read(
+    user_id: int, thread_id: uuid.UUID, repeat: int = 5, resume_steps: int | None = None
+) -> dict[str, float]:
     """What the server does before ``resume_thread`` leaves, timed in this process."""
     from django.contrib.auth import get_user_model
 
-    from threads_app.selectors import owned_thread_dict
+    from threads_app.selectors import resume_thread_dict
 
     user = get_user_model().objects.get(pk=user_id)
     reads, encodes = [], []
     thread: dict[str, Any] | None = None
     for _ in range(repeat):
         began = time.perf_counter()
-        thread = owned_thread_dict(user, thread_id)
+        thread = resume_thread_dict(user, thread_id, limit=resume_steps)
         reads.append(time.perf_counter() - began)
         began = time.perf_counter()
         encoded = json.dumps(["resume_thread", thread], separators=(",", ":"))
@@ -206,6 +208,8 @@ class Probe:
         self.token = token
         self.session_id = session_id
         self.sio = common.socketio_client()
+        # More of the auth payload (``resumeSteps`` for a paged resume).
+        self.extra_auth: dict[str, Any] | None = None
         self.events: list[tuple[float, str, Any]] = []
         self._changed = asyncio.Event()
         self.dropped = False
@@ -222,7 +226,9 @@ class Probe:
 
     async def start(self, thread_id: uuid.UUID | None = None) -> float:
         """Connect and say ``connection_successful``; returns when the CONNECT was answered."""
-        await common.connect_socket(self.sio, self.base_url, self.token, self.session_id, thread_id)
+        await common.connect_socket(
+            self.sio, self.base_url, self.token, self.session_id, thread_id, extra_auth=self.extra_auth
+        )
         connected = time.perf_counter()
         await self.sio.emit("connection_successful")
         return connected
@@ -291,7 +297,10 @@ class Bench:
 
     def probe(self, session_id: str) -> Probe:
         self.sockets += 1
-        return Probe(self.url, self.fixtures.token, session_id)
+        probe = Probe(self.url, self.fixtures.token, session_id)
+        if self.args.resume_steps:
+            probe.extra_auth = {"resumeSteps": self.args.resume_steps}
+        return probe
 
     async def settle(self) -> None:
         """Let the server finish the disconnect (persist) before the next connect."""
@@ -353,8 +362,9 @@ class Bench:
             if history is not None and hook is not None:
                 history.add(arrived - began)
                 hook.add(said - began)
-            if len(thread["steps"]) != n:
-                self.violations.append(f"resume of N={n} sent {len(thread['steps'])} steps")
+            expected = min(n, self.args.resume_steps or n)
+            if len(thread["steps"]) != expected:
+                self.violations.append(f"resume of N={n} sent {len(thread['steps'])} steps, not {expected}")
             if said < arrived:
                 self.violations.append(f"resume of N={n}: on_chat_resume message before resume_thread")
             await probe.wait("task_end", count=2, timeout=60)
@@ -477,7 +487,7 @@ def report(
         ]
         print(
             common.table(
-                ["N steps", "owned_thread_dict ms", "json encode ms", "resume_thread KiB", "bytes/step"],
+                ["N steps", "resume_thread_dict ms", "json encode ms", "resume_thread KiB", "bytes/step"],
                 read_rows,
             )
         )
@@ -522,6 +532,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--pause", type=float, default=0.02, help="seconds between runs (server finishes disconnects)"
     )
+    parser.add_argument(
+        "--resume-steps",
+        type=int,
+        default=None,
+        help="resume with auth resumeSteps (a paged resume: the newest this many steps)",
+    )
     common.add_websocket_size_argument(parser)
     parser.add_argument("--keep-data", action="store_true", help="leave the bench user's threads behind")
     return parser.parse_args()
@@ -538,7 +554,10 @@ def main() -> int:
     from bench.lifecycle_app import READY, RESUMED
 
     fixtures = prepare_fixtures(args.reconnect_sizes, args.resume_sizes)
-    reads = {n: server_side_read(fixtures.user_id, t) for n, t in fixtures.resume_threads.items()}
+    reads = {
+        n: server_side_read(fixtures.user_id, t, resume_steps=args.resume_steps)
+        for n, t in fixtures.resume_threads.items()
+    }
     connections.close_all()
 
     extra_args = common.websocket_size_args(args.ws_max_message_size)

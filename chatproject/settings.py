@@ -396,6 +396,24 @@ INTEGRATION_MAX_BODY_BYTES = int(os.environ.get("INTEGRATION_MAX_BODY_BYTES", st
 # The shape of a JSON body: nesting depth, and arrays plus objects in all.
 JSON_MAX_DEPTH = int(os.environ.get("JSON_MAX_DEPTH", "32"))
 JSON_MAX_CONTAINERS = int(os.environ.get("JSON_MAX_CONTAINERS", "10000"))
+# What a transcript may hold and what one read of it may carry (threads_app.step_budgets,
+# threads_app.transcript_budgets). A step's input and output are each cut at STEP_MAX_BYTES
+# (UTF-8) with a marker, streamed tokens included; a thread keeps THREAD_MAX_BYTES of step
+# text, after which new steps keep only the marker. A history page or bootstrap carries at
+# most READ_PAGE_MAX_BYTES of StepDicts (as JSON), a ``resume_thread`` at most
+# RESUME_MAX_BYTES (keep it below daphne's --websocket-max-message-size), and a chat context
+# rebuilt from the transcript holds the newest CHAT_CONTEXT_MAX_BYTES of it.
+STEP_MAX_BYTES = int(os.environ.get("STEP_MAX_BYTES", str(512 * 1024)))
+THREAD_MAX_BYTES = int(os.environ.get("THREAD_MAX_BYTES", str(64 * 1024 * 1024)))
+READ_PAGE_MAX_BYTES = int(os.environ.get("READ_PAGE_MAX_BYTES", str(4 * 1024 * 1024)))
+RESUME_MAX_BYTES = int(os.environ.get("RESUME_MAX_BYTES", str(8 * 1024 * 1024)))
+CHAT_CONTEXT_MAX_BYTES = int(os.environ.get("CHAT_CONTEXT_MAX_BYTES", str(2 * 1024 * 1024)))
+# What one user's reads of transcripts may carry in all (threads_app.read_budget): a burst,
+# refilled per second; an exhausted user's reads shrink to the floor instead of failing.
+# A burst of 0 switches it off.
+TRANSCRIPT_READ_BURST_BYTES = int(os.environ.get("TRANSCRIPT_READ_BURST_BYTES", str(64 * 1024 * 1024)))
+TRANSCRIPT_READ_BYTES_PER_SECOND = int(os.environ.get("TRANSCRIPT_READ_BYTES_PER_SECOND", str(1024 * 1024)))
+TRANSCRIPT_READ_FLOOR_BYTES = int(os.environ.get("TRANSCRIPT_READ_FLOOR_BYTES", str(64 * 1024)))
 # Uploads: bytes a user may keep in uploads at once, and the age (hours) after which
 # ``manage.py purge_uploads`` deletes them.
 UPLOAD_QUOTA_BYTES = int(os.environ.get("UPLOAD_QUOTA_BYTES", str(200_000_000)))

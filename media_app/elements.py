@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from chatproject import page_urls
-from media_app import images, storage
+from media_app import images, shared_files, storage
 from media_app.models import Element, Upload
 from threads_app.models import Thread
 
@@ -98,16 +98,20 @@ def create_element(
     language: str = "",
     page: int | None = None,
     props: dict[str, Any] | None = None,
+    shared_key: str = "",
+    shared_size: int = 0,
 ) -> Element:
     """Store an element's bytes (or keep its URL) and write its row. Sending the same id
-    again replaces it (its old bytes are deleted once the new ones are in)."""
+    again replaces it (its old bytes are deleted once the new ones are in, unless another row
+    shares them). ``shared_key`` (with its ``shared_size``) names a file already stored, an
+    upload's (``shared_files``), which the element uses instead of a copy of its own."""
     if type not in Element.Type.values:
         raise ElementRejected(f"Unknown element type {type!r}.")
     if display not in Element.Display.values:
         raise ElementRejected(f"display must be inline, side or page, not {display!r}.")
-    if data is None and not url:
+    if data is None and not url and not shared_key:
         raise ElementRejected(f"The element {name!r} has no content, path or url.")
-    if data is None and not page_urls.is_link_url(url):
+    if data is None and not shared_key and not page_urls.is_link_url(url):
         # The page puts it in an href or src: no javascript: or data: URLs, no //host.
         raise ElementRejected(f"The url of {name!r} must be http(s) or a path on this server.")
     if data is not None and len(data) > max_element_bytes():
@@ -125,14 +129,14 @@ def create_element(
         "type": type,
         "name": name[:255] or type,
         "display": display,
-        "mime": _mime_of(type, name, mime, data)[:100],
-        "size": len(data) if data is not None else 0,
-        "url": url if data is None else "",
+        "mime": (mime if shared_key and mime else _mime_of(type, name, mime, data))[:100],
+        "size": len(data) if data is not None else shared_size,
+        "url": url if data is None and not shared_key else "",
         "image_size": image_size,
         "language": language[:40],
         "page": page,
         "props": props or {},
-        "storage_key": "",
+        "storage_key": shared_key,
     }
     if data is not None:
         fields["storage_key"] = storage.save_bytes(f"elements/{thread_id}/{element_id}", name, data)
@@ -140,10 +144,10 @@ def create_element(
         with transaction.atomic():
             element, _created = Element.objects.update_or_create(pk=element_id, defaults=fields)
     except BaseException:
-        storage.delete_key(fields["storage_key"])
+        shared_files.release(fields["storage_key"])
         raise
     if existing is not None and existing.storage_key and existing.storage_key != element.storage_key:
-        storage.delete_key(existing.storage_key)
+        shared_files.release(existing.storage_key)
     return element
 
 
@@ -240,9 +244,11 @@ def check_uploads(owner_id: int, upload_ids: list[uuid.UUID]) -> None:
 def attach_uploads(
     owner_id: int, thread_id: uuid.UUID, for_id: uuid.UUID, upload_ids: list[uuid.UUID]
 ) -> list[Element]:
-    """Copy the caller's uploads into elements of the user step ``for_id`` (the upload itself
-    is purged after a while; the element lives with the thread). Repeating it is harmless."""
-    found = {u.id: u for u in Upload.objects.filter(owner_id=owner_id, pk__in=upload_ids)}
+    """Make the caller's uploads elements of the user step ``for_id``, sharing each upload's
+    stored file (``shared_files``): no bytes are copied or read, except a photo's once, into
+    the one file every element made from it shares. The upload row is purged after a while;
+    the file stays while an element uses it. Repeating it is harmless."""
+    found = {u.id: u for u in Upload.objects.filter(owner_id=owner_id, pk__in=upload_ids).defer("data")}
     missing = [str(i) for i in upload_ids if i not in found]
     if missing:
         raise ElementRejected(f"fileReferences: no upload {', '.join(missing)} of yours.")
@@ -254,7 +260,7 @@ def attach_uploads(
             attached.append(existing)
             continue
         upload = found[upload_id]
-        data = storage.read_bytes(upload.storage_key) if upload.storage_key else bytes(upload.data)
+        key = upload.storage_key or shared_files.photo_file_key(upload)
         is_photo = upload.content_type in images.ALLOWED_TYPES
         attached.append(
             create_element(
@@ -266,8 +272,9 @@ def attach_uploads(
                 else (Element.Type.PDF if upload.content_type == "application/pdf" else Element.Type.FILE),
                 name=upload.name or ("image" if is_photo else "file"),
                 for_id=for_id,
-                data=data,
                 mime=upload.content_type,
+                shared_key=key,
+                shared_size=upload.size,
             )
         )
     return attached

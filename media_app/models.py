@@ -29,6 +29,10 @@ class Upload(models.Model):
     # Set for a file that is not a photo: its bytes are in the elements storage, not ``data``.
     storage_key = models.CharField(max_length=255, blank=True, default="")
     name = models.CharField(max_length=255, blank=True, default="")
+    # The engine-app send (``AcceptedMessage.key``) that copied this photo into its message:
+    # a photo upload goes into one such message (its resends included), so each copy an
+    # engine-app transcript keeps was paid for by an upload within the quota.
+    sent_in = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

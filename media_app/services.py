@@ -14,11 +14,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import Model, Sum
+from django.db.models import Model, Q, Sum
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
-from media_app import files, images, storage
+from media_app import files, images, shared_files, storage
 from media_app.blocks import MediaRef, find_image
 from media_app.models import Upload
 from media_app.stripping import StrippedJSON, Unreadable, load_stripped
@@ -77,7 +77,9 @@ def _keep_upload(owner: User, name: str, content_type: str, data: bytes, *, stor
             )
         upload = Upload(owner=owner, content_type=content_type, size=len(data), name=name)
         if stored:
-            upload.storage_key = storage.save_bytes(f"uploads/{owner.pk}/{upload.id}", name, data)
+            upload.storage_key = storage.save_bytes(
+                shared_files.upload_key_prefix(owner.pk, upload.id), name, data
+            )
         else:
             upload.data = data
         try:
@@ -105,15 +107,15 @@ def upload_path(upload: Upload) -> str | None:
 def purge_uploads(older_than: timedelta) -> int:
     """Delete the uploads created more than ``older_than`` ago; how many were deleted.
 
-    No message depends on an upload row: a send that names an upload copies its bytes into
-    the message's own record when it is accepted (``blocks_for_uploads``), so the row only
-    serves the send that names it, which happens seconds after the upload.
+    No message depends on an upload row: an engine-app send copies a photo into the message's
+    own record when it is accepted (``blocks_for_uploads``), and a hooks-API send's elements
+    share the upload's file (``shared_files``), which stays while an element uses it.
     """
     old = Upload.objects.filter(created_at__lt=timezone.now() - older_than)
     keys = [key for key in old.exclude(storage_key="").values_list("storage_key", flat=True)]
     deleted, _ = old.delete()
     for key in keys:
-        storage.delete_key(key)
+        shared_files.release(key)
     return deleted
 
 
@@ -134,9 +136,17 @@ def parse_references(references: Any) -> list[uuid.UUID]:
     return ids
 
 
-def blocks_for_uploads(owner: User, upload_ids: list[uuid.UUID]) -> list[dict[str, Any]]:
+def blocks_for_uploads(
+    owner: User, upload_ids: list[uuid.UUID], send_key: uuid.UUID | None = None
+) -> list[dict[str, Any]]:
     """The image blocks of the caller's uploads, in the order named. An id that is not one of
-    the caller's uploads is refused as a whole."""
+    the caller's uploads is refused as a whole.
+
+    With ``send_key`` (the engine-app send they go into, ``AcceptedMessage.key``) the uploads
+    are claimed for that send: the message copies them into its transcript, so an upload
+    another send already took is refused (upload the photo again to send it again, within the
+    quota). A resend of the same send may name them again.
+    """
     images.check_count(len(upload_ids))
     found = {u.id: u for u in Upload.objects.filter(owner=owner, pk__in=upload_ids)}
     missing = [str(i) for i in upload_ids if i not in found]
@@ -145,7 +155,24 @@ def blocks_for_uploads(owner: User, upload_ids: list[uuid.UUID]) -> list[dict[st
     not_photos = [str(i) for i in upload_ids if found[i].storage_key]
     if not_photos:
         raise images.ImageRejected(f"fileReferences: upload {', '.join(not_photos)} is not a photo.")
+    if send_key is not None:
+        _claim_for_send(owner, set(upload_ids), send_key)
     return [images.block_from_bytes(bytes(found[i].data)) for i in upload_ids]
+
+
+def _claim_for_send(owner: User, upload_ids: set[uuid.UUID], send_key: uuid.UUID) -> None:
+    """Mark the uploads as sent in ``send_key``, all or none (one conditional UPDATE, so two
+    sends naming the same upload at once cannot both take it; a refusal rolls it back)."""
+    with transaction.atomic():
+        free = Q(sent_in__isnull=True) | Q(sent_in=send_key)
+        claimed = Upload.objects.filter(free, owner=owner, pk__in=upload_ids).update(sent_in=send_key)
+        if claimed != len(upload_ids):
+            taken = Upload.objects.filter(owner=owner, pk__in=upload_ids).exclude(free)
+            names = ", ".join(str(pk) for pk in taken.values_list("pk", flat=True))
+            raise images.ImageRejected(
+                f"fileReferences: upload {names} was sent in another message already; "
+                "upload the photo again to send it again."
+            )
 
 
 def uploads_of(owner: User, upload_ids: list[uuid.UUID], *, with_data: bool = False) -> list[Upload]:

@@ -38,7 +38,12 @@ from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
 from threads_app.models import AcceptedMessage
-from threads_app.selectors import owned_thread_dict, thread_owner_and_profile
+from threads_app.selectors import (
+    OMITTED_KEY,
+    newest_within_context,
+    resume_thread_dict,
+    thread_owner_and_profile,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +96,7 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
         profile = inputs.clean_text(unquote(profile), "chatProfile")[: app_settings.MAX_NAME_CHARS]
     except inputs.InvalidInput as bad:
         raise Refused(str(bad)) from None
+    resume_steps = _parse_resume_steps(auth.get("resumeSteps"))
     if not thread_profile and live_sessions.get(session_id) is None:
         # A new session (a reconnect keeps the profile its session has): one the app offers.
         profile = await app_settings.resolve_chat_profile(user, profile)
@@ -118,6 +124,7 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
         live_sessions.put(live)
     live.generation = record.generation
     live.restored = opened.restored
+    live.resume_steps = resume_steps
     live.forget_thread_row()  # read again: the thread may have been deleted while no socket was here
     if opened.previous_channel and opened.previous_channel != channel:
         # Another socket held this session (a half-open drop, or a second tab): retire it.
@@ -128,6 +135,20 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
         except Exception as exc:  # the layer is down: the old socket's own drop detaches it
             logger.warning("could not retire the previous socket of session %s: %r", session_id, exc)
     return live
+
+
+# The most steps a client may ask ``resume_thread`` to carry as its first page.
+RESUME_STEPS_MAX = 1000
+
+
+def _parse_resume_steps(raw: Any) -> int | None:
+    """Auth ``resumeSteps``: the newest this many steps in ``resume_thread`` (a paged resume);
+    absent: the whole transcript, within ``RESUME_MAX_BYTES``."""
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= RESUME_STEPS_MAX:
+        raise Refused(f"resumeSteps must be an integer from 1 to {RESUME_STEPS_MAX}")
+    return raw
 
 
 def _parse_user_env(raw: Any) -> dict[str, Any]:
@@ -196,7 +217,7 @@ async def _start(live: LiveSession) -> None:
 
 
 async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
-    thread = await database_sync_to_async(owned_thread_dict)(live.user, thread_id)
+    thread = await database_sync_to_async(resume_thread_dict)(live.user, thread_id, limit=live.resume_steps)
     if thread is None:
         return False
     live.thread_id = thread_id
@@ -204,7 +225,11 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
     await database_sync_to_async(records.set_fields)(live.id, has_first_interaction=True, thread_id=thread_id)
     await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
     live.restore_from_metadata(thread.get("metadata") or {})
-    live.load_context(thread["steps"])
+    if thread[OMITTED_KEY] is None:
+        # The whole transcript is here: the context is its newest part, with no second read.
+        live.load_context(newest_within_context(thread["steps"]))
+    else:
+        live.reload_context()  # read within its own budget before on_chat_resume runs
     if load_app().engine_runtime:
         await chats.watch(live.id, thread_id)
     # The history goes out first, so messages the hook sends land after it (#2611).
@@ -282,8 +307,9 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         try:
             upload_ids = media_services.parse_references(payload.get("fileReferences"))
             if upload_ids:
+                send_key = AcceptedMessage.key(live.thread_id, message_id)
                 images = await database_sync_to_async(media_services.blocks_for_uploads)(
-                    live.user, upload_ids
+                    live.user, upload_ids, send_key
                 )
         except ImageRejected as exc:
             raise BadRequest(str(exc)) from None

@@ -34,8 +34,10 @@ from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.thread_bus import publish_on_thread
 from sessions_app.turns import TurnClaim, stop_handlers
 from threads_app import services as thread_services
+from threads_app import step_budgets
 from threads_app.models import AcceptedMessage, Thread
-from threads_app.selectors import step_dicts
+from threads_app.models import Step as ThreadStep
+from threads_app.selectors import context_step_dicts
 from threads_app.wire import step_fields
 
 logger = logging.getLogger(__name__)
@@ -53,6 +55,20 @@ def entry_of(step: dict[str, Any]) -> Message | Step:
     """A StepDict as the app sees it: a ``chat.Message`` or, for the work of a turn (a tool
     call...), a ``chat.Step``."""
     return Message.from_step(step) if "message" in (step.get("type") or "") else Step.from_dict(step)
+
+
+def _show_as_written(entry: Message | Step, stored: dict[str, Any]) -> None:
+    """Make the app's object say what the transcript keeps of it (``stored``: the fields of a
+    text cut by a budget), so what is emitted next, and what the chat context holds, is what
+    every later read shows."""
+    if not (stored.get("metadata") or {}).get(step_budgets.TRUNCATED_KEY):
+        return
+    entry.metadata = {**entry.metadata, step_budgets.TRUNCATED_KEY: True}
+    if isinstance(entry, Message):
+        entry.content = stored["output"]
+    else:
+        entry.output = stored["output"]
+        entry.input = stored["input"]
 
 
 class LiveSession:
@@ -76,6 +92,9 @@ class LiveSession:
         self.generation = record.generation
         self.restored = False
         self.cleared = False
+        # The steps a resume of this connection carries when its client asked for a page
+        # (auth ``resumeSteps``); None: the whole transcript within RESUME_MAX_BYTES.
+        self.resume_steps: int | None = None
         self.chat_context = ChatContext()
         # After a move between processes the context is rebuilt lazily, before the next hook,
         # so that a reconnect itself never reads the history.
@@ -153,6 +172,11 @@ class LiveSession:
             self.chat_context.add(entry_of(step))
         self._context_loaded = True
 
+    def reload_context(self) -> None:
+        """Forget the chat context; the next hook rebuilds it from the transcript."""
+        self.chat_context.clear()
+        self._context_loaded = False
+
     def release_context(self) -> None:
         """Free the chat context while the session has no socket here; the next hook reloads
         it from the transcript (every message is written there once the thread exists)."""
@@ -161,8 +185,10 @@ class LiveSession:
             self._context_loaded = False
 
     async def ensure_context(self) -> None:
+        """Rebuild the chat context from the transcript when it is not here: its newest
+        ``CHAT_CONTEXT_MAX_BYTES`` (``selectors.context_step_dicts``)."""
         if not self._context_loaded:
-            self.load_context(await database_sync_to_async(step_dicts)(self.thread_id))
+            self.load_context(await database_sync_to_async(context_step_dicts)(self.thread_id))
 
     def forget_thread_row(self) -> None:
         self._thread = None
@@ -182,17 +208,21 @@ class LiveSession:
         """Write a message or a step to the transcript (or keep it until the thread exists)."""
         self._open_streams.pop(message.id, None)
         message.thread_id = self.thread_id
+        _show_as_written(message, step_budgets.fit_step(step_fields(message.to_dict()), room=None))
         step = message.to_dict()
-        seq = await database_sync_to_async(self._write_step)(step)
-        if seq is not None:
-            message.seq = seq
+        written = await database_sync_to_async(self._write_step)(step)
+        if written is not None:
+            message.seq = written.seq
+            _show_as_written(
+                message, {"input": written.input, "output": written.output, "metadata": written.metadata}
+            )
         self.chat_context.add(message)
 
-    def _write_step(self, step: dict[str, Any]) -> int | None:
+    def _write_step(self, step: dict[str, Any]) -> ThreadStep | None:
+        """The step as stored (its text within the budgets), or None while it is deferred."""
         if not self.has_first_interaction and records.defer_step(self.id, step):
             return None
-        written = thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
-        return written.seq
+        return thread_services.upsert_step(self.thread_id, uuid.UUID(step["id"]), **step_fields(step))
 
     def track_stream(self, message: Message | Step) -> None:
         """A hook started streaming ``message`` (its text so far is on the user's screen)."""

@@ -55,11 +55,13 @@ settings.ENGINE_IDLE_TIMEOUT = 0
 
 @pytest.fixture(autouse=True)
 def _fresh_send_budgets():
-    """Each test starts with full budgets (their buckets are keyed by user pk, which a
-    database flushed after a test hands out again)."""
+    """Each test starts with full budgets, the read budget too (their buckets are keyed by
+    user pk, which a database flushed after a test hands out again)."""
     from threads_app.budgets import reset_all
+    from threads_app.read_budget import read_budget
 
     reset_all()
+    read_budget.reset()
 
 
 @pytest.fixture(scope="session", autouse=True)

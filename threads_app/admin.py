@@ -59,6 +59,7 @@ class ThreadAdmin(admin.ModelAdmin):
         "engine_session_id",
         "runtime_owner",
         "last_seq",
+        "text_bytes",
         "created_at",
         "updated_at",
         "settings_panel",

@@ -35,6 +35,7 @@ from threads_app.serializers import (
     ThreadRenameSerializer,
     ThreadSerializer,
 )
+from threads_app.throttling import SearchThrottle
 
 
 class ThreadSearchFilter(SearchFilter):
@@ -80,6 +81,7 @@ NOT_FOUND = _error("No live thread with this id belongs to the caller.")
             400: OpenApiResponse(SearchErrorSerializer, description="A bad search term."),
             401: UNAUTHENTICATED,
             404: _error("An invalid cursor."),
+            429: _error("Too many searches (SEARCHES_THROTTLE_RATE); Retry-After says when to search again."),
         },
     ),
     retrieve=extend_schema(
@@ -106,6 +108,7 @@ class ThreadViewSet(viewsets.GenericViewSet[Thread]):
     serializer_class = ThreadSerializer
     pagination_class = ThreadCursorPagination
     filter_backends = [ThreadSearchFilter]
+    throttle_classes = [SearchThrottle]
     search_fields = ["name"]
     parser_classes = [BoundedJSONParser]
     http_method_names = ["get", "patch", "delete", "head", "options"]

@@ -84,6 +84,9 @@ class BudgetThrottle(BaseThrottle):
     refused before Django (``chatproject.budget_gate``)."""
 
     budget: Budget
+    # False where the route also serves requests this budget does not count (a plain thread
+    # list beside a search): their repeats must not be refused with the counted ones.
+    refuses_whole_route = True
 
     def __init__(self) -> None:
         self._wait: float | None = None
@@ -93,7 +96,7 @@ class BudgetThrottle(BaseThrottle):
         if user is None or not user.is_authenticated:
             return True
         self._wait = self.budget.take(user.pk)
-        if self._wait is not None:
+        if self._wait is not None and self.refuses_whole_route:
             self._remember(request, self._wait)
         return self._wait is None
 

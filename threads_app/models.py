@@ -61,6 +61,9 @@ class Thread(models.Model):
     runtime_owner = models.CharField(max_length=200, blank=True, default="")
     # The highest ``Step.seq`` handed out; bumped under a row lock so seqs never collide.
     last_seq = models.BigIntegerField(default=0)
+    # UTF-8 bytes of its steps' input and output, against ``THREAD_MAX_BYTES``
+    # (``threads_app.step_budgets``); kept by the statements that write steps.
+    text_bytes = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     deleted_at = models.DateTimeField(null=True, blank=True)

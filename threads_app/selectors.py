@@ -1,28 +1,46 @@
 """Read-only queries over threads and their transcripts, always scoped to an owner."""
 
+import json
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.contrib.postgres.expressions import ArraySubquery
+from django.contrib.postgres.search import SearchQuery, SearchVectorField
 from django.db import connections
 from django.db.models import (
+    BooleanField,
     DateTimeField,
     Exists,
+    Expression,
     F,
     FilteredRelation,
+    Func,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Value,
 )
+from django.db.models.expressions import Col
 from django.db.models.functions import Coalesce
 
 from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
 from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
+from threads_app.read_budget import read_budget
+from threads_app.transcript_budgets import (
+    CHUNK_ROWS,
+    FIRST_CHUNK_ROWS,
+    STEP_OVERHEAD_BYTES,
+    context_bytes,
+    take_pages_within,
+    take_within,
+    wire_bytes,
+)
 from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
 
 
@@ -106,11 +124,135 @@ def step_dicts(
 
 
 def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None:
-    """The ThreadDict with its whole transcript, or None when the user may not read it."""
+    """The ThreadDict with its whole transcript, or None when the user may not read it
+    (for tests and tools: a client's read is ``resume_thread_dict``, within a budget)."""
     thread = get_owned_thread(user, thread_id)
     if thread is None:
         return None
     return thread_to_dict(thread, step_dicts(thread.pk, viewer_id=user.pk))
+
+
+# --- reads within a byte budget (``transcript_budgets``) -----------------------------------
+# A client's read of a transcript carries the newest steps that fit its budget (and, when it
+# asked, at most ``limit`` of them); ``omittedBeforeSeq`` says where it stopped: null when it
+# carries the whole transcript, else the seq of its first step, before which the client reads
+# older steps with ``history?before_seq=`` as the user scrolls up.
+
+OMITTED_KEY = "omittedBeforeSeq"
+
+
+def newest_steps(
+    thread_id: uuid.UUID,
+    *,
+    max_bytes: int,
+    limit: int | None = None,
+    before_seq: int | None = None,
+    viewer_id: int | None = None,
+    measure: Callable[[dict[str, Any]], int] = wire_bytes,
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The newest StepDicts (before ``before_seq`` when given) within ``max_bytes`` and
+    ``limit``, in ``seq`` order, and the seq before which older steps were left out (None
+    when none were). A read for a viewer is also within the viewer's read budget
+    (``read_budget``)."""
+    steps = Step.objects.filter(thread_id=thread_id)
+    if before_seq is not None:
+        steps = steps.filter(seq__lt=before_seq)
+
+    def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
+        return take_pages_within(
+            _walk(steps, viewer_id, newest_first=True, max_bytes=granted, limit=limit),
+            max_bytes=granted,
+            limit=limit,
+            measure=measure,
+        )
+
+    taken, more = _within_read_budget(viewer_id, max_bytes, read)
+    taken.reverse()
+    return taken, (taken[0]["seq"] if more and taken else None)
+
+
+def _walk(
+    steps: QuerySet[Step],
+    viewer_id: int | None,
+    *,
+    newest_first: bool,
+    max_bytes: int,
+    limit: int | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """``steps`` as pages of StepDicts in ``seq`` order (or newest first), keyset pages on
+    ``seq``: the first of ``FIRST_CHUNK_ROWS`` (or the ``limit`` asked for, and one more),
+    each next one as many rows as the steps seen so far say fit in what is left of
+    ``max_bytes`` (at most ``CHUNK_ROWS``). A read its budget stops after a few big steps
+    fetched few rows; a long read of small steps makes few trips; a page holds about what the
+    read may still carry."""
+    size = min(CHUNK_ROWS, FIRST_CHUNK_ROWS if limit is None else limit + 1)
+    bound, seen_rows, seen_bytes = None, 0, 0
+    while True:
+        page = steps
+        if bound is not None:
+            page = steps.filter(seq__lt=bound) if newest_first else steps.filter(seq__gt=bound)
+        rows = list(_step_values(page.order_by("-seq" if newest_first else "seq"), viewer_id)[:size])
+        steps_of_page = [_step_dict(row) for row in rows]
+        seen_rows += len(rows)
+        seen_bytes += sum(context_bytes(step) for step in steps_of_page) + STEP_OVERHEAD_BYTES * len(rows)
+        yield steps_of_page
+        if len(rows) < size:
+            return
+        left = max(0, max_bytes - seen_bytes)
+        bound = rows[-1]["seq"]
+        size = max(FIRST_CHUNK_ROWS, min(CHUNK_ROWS, left * seen_rows // max(seen_bytes, 1) + 1))
+
+
+def _within_read_budget(
+    viewer_id: int | None, wanted: int, read: Callable[[int], tuple[list[dict[str, Any]], bool, int]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """``read(max_bytes)`` within what the viewer's read budget grants of ``wanted`` (a read
+    without a viewer, the server's own, takes ``wanted``); what it did not use goes back."""
+    if viewer_id is None:
+        taken, more, _used = read(wanted)
+        return taken, more
+    granted = read_budget.grant(viewer_id, wanted)
+    taken, more, used = read(granted)
+    read_budget.refund(viewer_id, granted - used)
+    return taken, more
+
+
+def context_step_dicts(thread_id: uuid.UUID) -> list[dict[str, Any]]:
+    """What a chat context is rebuilt from: the newest ``CHAT_CONTEXT_MAX_BYTES`` of the
+    transcript's text, in ``seq`` order (an app sends its context to a model, whose own window
+    is smaller than any thread a user can make)."""
+    steps, _omitted = newest_steps(
+        thread_id, max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    return steps
+
+
+def newest_within_context(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest of ``steps`` (in ``seq`` order) within ``CHAT_CONTEXT_MAX_BYTES`` of text."""
+    kept, _more, _used = take_within(
+        reversed(steps), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    kept.reverse()
+    return kept
+
+
+def resume_thread_dict(
+    user: User, thread_id: uuid.UUID, *, limit: int | None = None
+) -> dict[str, Any] | None:
+    """The ThreadDict ``resume_thread`` carries, or None when the user may not read it: the
+    newest steps within ``RESUME_MAX_BYTES`` (less what the thread's metadata takes), at most
+    ``limit`` when the client asked for a page, with ``omittedBeforeSeq``. Its ``elements``
+    are the thread's, or those of the steps carried when older ones were left out."""
+    thread = get_owned_thread(user, thread_id)
+    if thread is None:
+        return None
+    room = settings.RESUME_MAX_BYTES - len(json.dumps(thread.metadata, default=str))
+    steps, omitted = newest_steps(thread.pk, max_bytes=max(room, 0), limit=limit, viewer_id=user.pk)
+    thread_dict = thread_to_dict(thread, steps)
+    if omitted is not None:
+        thread_dict["elements"] = attachments.elements_of(thread.pk, [step["id"] for step in steps])
+    thread_dict[OMITTED_KEY] = omitted
+    return thread_dict
 
 
 def box_of_thread(thread_id: uuid.UUID) -> Box | None:
@@ -133,29 +275,68 @@ def owned_threads(user: User) -> QuerySet[Thread]:
 # (case-insensitive, as before messages were searched), or when one of its user or assistant
 # messages matches: on PostgreSQL by full-text search (``websearch_to_tsquery``: stemmed
 # words, "quoted phrases", -excluded words, ``or``), on SQLite by containing every term.
-# The messages are an EXISTS, so a thread is listed once however many of them match, and the
-# list's ordering and cursor are untouched.
+#
+# On PostgreSQL a message's document is stored (``search_document``, migration 0008: a GIN
+# index with statistics, read rather than recomputed), and the messages are one uncorrelated
+# ``thread_id IN (...)`` over the steps that match the query *and* belong to the caller's live
+# threads, whose ids are read first and written into the statement: the planner then knows
+# from the statistics both how rare the words are and how many messages those threads hold,
+# and answers from the GIN index ``step_message_search`` ANDed with the steps' ``thread_id``
+# index, so only the caller's matching messages are read. Before, a correlated EXISTS per
+# thread over a partial expression index (no statistics the planner uses, and each thread
+# guessed to be average) let it walk the caller's threads and compute ``to_tsvector`` over
+# every message of each. SQLite keeps the EXISTS. Either way a thread is listed once however
+# many of its messages match, and the list's ordering and cursor are untouched. Past
+# ``SEARCH_LITERAL_THREADS`` threads the ids are a subquery instead (computed once, as an
+# array), so the statement does not grow with the caller's thread count; the planner then
+# guesses their size from the average thread.
 
 # The longest ``?search=`` accepted (characters); the API answers 400 past it.
 SEARCH_MAX_CHARS = 200
-# The full-text configuration, and the messages searched: the same expression and condition
-# as the index ``step_message_search`` (migration 0005), so PostgreSQL can use it.
+# The full-text configuration the stored documents are made with (migration 0008).
 SEARCH_CONFIG = "english"
 SEARCHED_STEP_TYPES = (StepType.USER_MESSAGE.value, StepType.ASSISTANT_MESSAGE.value)
+SEARCH_DOCUMENT_COLUMN = "search_document"
+# The most thread ids written into a search's statement (see above).
+SEARCH_LITERAL_THREADS = 1000
 
 
-def message_search_document() -> SearchVector:
-    """The indexed text of a message step (see ``SEARCH_CONFIG``)."""
-    return SearchVector("output", config=SEARCH_CONFIG)
+class SearchDocument(Expression):
+    """A step's stored document (PostgreSQL only: the column is not a model field, since
+    SQLite has none); NULL for steps other than user and assistant messages."""
+
+    output_field = SearchVectorField()
+
+    def resolve_expression(  # type: ignore[override]  # a column, not this expression
+        self,
+        query: Any = None,
+        allow_joins: bool = True,
+        reuse: set[str] | None = None,
+        summarize: bool = False,
+        for_save: bool = False,
+    ) -> Col:
+        field = SearchVectorField()
+        field.set_attributes_from_name(SEARCH_DOCUMENT_COLUMN)
+        field.model = Step
+        return Col(query.get_initial_alias(), field, output_field=SearchVectorField())
+
+
+class EqualsAny(Func):
+    """``value = ANY(array)``: with an ``ArraySubquery`` the array is an InitPlan, computed
+    once (an ``IN (SELECT ...)`` the planner would turn into a join instead)."""
+
+    arg_joiner = " = ANY("
+    template = "(%(expressions)s))"
+    output_field = BooleanField()
 
 
 def matching_messages(text: str, *, full_text: bool) -> QuerySet[Step]:
     """The user and assistant message steps (of any thread) that match ``text``: by the
-    full-text document when ``full_text`` (PostgreSQL), else by containing every term."""
-    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
+    stored document when ``full_text`` (PostgreSQL), else by containing every term."""
     if full_text:
         query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        return messages.annotate(document=message_search_document()).filter(document=query)
+        return Step.objects.annotate(document=SearchDocument()).filter(document=query)
+    messages = Step.objects.filter(type__in=SEARCHED_STEP_TYPES)
     return messages.filter(*[Q(output__icontains=term) for term in text.split()])
 
 
@@ -165,26 +346,47 @@ def search_threads(threads: QuerySet[Thread], text: str) -> QuerySet[Thread]:
     if not terms:
         return threads
     named = Q(*[Q(name__icontains=term) for term in terms])
-    full_text = connections[threads.db].vendor == "postgresql"
-    messages = matching_messages(text, full_text=full_text).filter(thread_id=OuterRef("pk"))
-    return threads.filter(named | Exists(messages))
+    if connections[threads.db].vendor != "postgresql":
+        messages = matching_messages(text, full_text=False).filter(thread_id=OuterRef("pk"))
+        return threads.filter(named | Exists(messages))
+    ids = threads.order_by().values_list("pk", flat=True)
+    listed = list(ids[: SEARCH_LITERAL_THREADS + 1])
+    searched = EqualsAny(F("thread_id"), ArraySubquery(ids)) if len(listed) > SEARCH_LITERAL_THREADS else None
+    messages = matching_messages(text, full_text=True)
+    messages = messages.filter(searched) if searched is not None else messages.filter(thread_id__in=listed)
+    return threads.filter(named | Q(pk__in=messages.values("thread_id")))
 
 
 def history_page(
     thread_id: uuid.UUID, *, after_seq: int, limit: int, viewer_id: int | None = None
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, and whether more follow."""
-    steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq).order_by("seq")
-    rows = list(_step_values(steps, viewer_id)[: limit + 1])
-    return [_step_dict(row) for row in rows[:limit]], len(rows) > limit
+    """Up to ``limit`` StepDicts with ``seq > after_seq`` in ``seq`` order, within
+    ``READ_PAGE_MAX_BYTES``, and whether more follow."""
+    steps = Step.objects.filter(thread_id=thread_id, seq__gt=after_seq)
+
+    def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
+        return take_pages_within(
+            _walk(steps, viewer_id, newest_first=False, max_bytes=granted, limit=limit),
+            max_bytes=granted,
+            limit=limit,
+        )
+
+    return _within_read_budget(viewer_id, settings.READ_PAGE_MAX_BYTES, read)
 
 
-def last_step_dicts(
-    thread_id: uuid.UUID, limit: int, *, viewer_id: int | None = None
-) -> list[dict[str, Any]]:
-    """The last ``limit`` StepDicts of the transcript, in ``seq`` order."""
-    rows = _step_values(Step.objects.filter(thread_id=thread_id).order_by("-seq"), viewer_id)[:limit]
-    return [_step_dict(row) for row in reversed(list(rows))]
+def history_page_before(
+    thread_id: uuid.UUID, *, before_seq: int, limit: int, viewer_id: int | None = None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The page of older steps a client scrolling up reads: up to ``limit`` StepDicts with
+    ``seq < before_seq``, the newest of them, in ``seq`` order and within
+    ``READ_PAGE_MAX_BYTES``; and the seq before which still older ones are (None: none)."""
+    return newest_steps(
+        thread_id,
+        max_bytes=settings.READ_PAGE_MAX_BYTES,
+        limit=limit,
+        before_seq=before_seq,
+        viewer_id=viewer_id,
+    )
 
 
 # The failed sends a bootstrap lists: the latest this many (a thread stopped many times does
@@ -269,9 +471,11 @@ def thread_summary(thread: Thread) -> dict[str, Any]:
 
 
 def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
-    """What a client needs to show a thread: ``{thread, entries, pending, failed, asks}``.
+    """What a client needs to show a thread: ``{thread, entries, omittedBeforeSeq, pending,
+    failed, asks, elements}``.
 
-    ``entries`` is the transcript (the last ``limit`` steps when given), ``pending`` the sends
+    ``entries`` is the newest of the transcript within ``READ_PAGE_MAX_BYTES`` (and the last
+    ``limit`` steps when given; ``omittedBeforeSeq`` says where it stopped), ``pending`` the sends
     accepted but not yet transcribed, ``failed`` the latest sends that never will be (dropped
     by a stop, refused) unless the user sends them again. None of them is compared with
     another here: the client retires a pending entry when a transcript user step carries its
@@ -280,15 +484,16 @@ def bootstrap(thread: Thread, *, limit: int | None = None) -> dict[str, Any]:
     """
     pending, failed = open_sends(thread.pk)
     viewer = thread.owner_id  # only the owner reads a thread (``owned_threads``)
-    entries = (
-        step_dicts(thread.pk, viewer_id=viewer)
-        if limit is None
-        else last_step_dicts(thread.pk, limit, viewer_id=viewer)
+    entries, omitted = newest_steps(
+        thread.pk, max_bytes=settings.READ_PAGE_MAX_BYTES, limit=limit, viewer_id=viewer
     )
-    elements = attachments.elements_of(thread.pk, None if limit is None else [e["id"] for e in entries])
+    elements = attachments.elements_of(
+        thread.pk, None if limit is None and omitted is None else [e["id"] for e in entries]
+    )
     return {
         "thread": thread_summary(thread),
         "entries": entries,
+        OMITTED_KEY: omitted,
         "pending": pending,
         "failed": failed,
         # Questions the app still waits for: a reloaded page shows them again.
@@ -379,14 +584,20 @@ def engine_session_id_of(thread_id: uuid.UUID) -> str:
 def engine_conversation(engine_session_id: str) -> list[dict[str, Any]]:
     """The user and assistant messages (``type``, ``output``, ``content``) of the thread that
     carries ``engine_session_id``, in order, without Tether's own error notes: what an engine
-    that keeps no history of its own replays to resume the conversation."""
+    that keeps no history of its own replays to resume the conversation. The newest of them
+    within ``CHAT_CONTEXT_MAX_BYTES`` of text, as a chat context."""
     thread = Thread.objects.filter(engine_session_id=engine_session_id).order_by("-updated_at").first()
     if thread is None:
         return []
     steps = thread.steps.filter(type__in=["user_message", "assistant_message"], is_error=False).order_by(
-        "seq"
+        "-seq"
     )
-    return [dict(row) for row in steps.values("type", "output", "content")]
+    rows = steps.values("type", "output", "content").iterator(chunk_size=FIRST_CHUNK_ROWS)
+    kept, _more, _used = take_within(
+        (dict(row) for row in rows), max_bytes=settings.CHAT_CONTEXT_MAX_BYTES, measure=context_bytes
+    )
+    kept.reverse()
+    return kept
 
 
 def accepted_exists(thread_id: uuid.UUID, message_id: uuid.UUID) -> bool:

@@ -158,7 +158,14 @@ class HistorySerializer(serializers.Serializer[Any]):
     """A page of the transcript."""
 
     next = serializers.URLField(
-        read_only=True, allow_null=True, help_text="The next page, or null when nothing follows yet."
+        read_only=True,
+        allow_null=True,
+        help_text="The next page, or null when nothing follows yet (always null for a before_seq page).",
+    )
+    previous = serializers.URLField(
+        read_only=True,
+        allow_null=True,
+        help_text="For a before_seq page: the older steps before it, or null at the thread's start.",
     )
     results = StepSerializer(many=True, read_only=True)
     elements = ElementSerializer(
@@ -207,6 +214,14 @@ class BootstrapSerializer(serializers.Serializer[Any]):
 
     thread = ThreadSerializer(read_only=True)
     entries = StepSerializer(many=True, read_only=True)
+    omittedBeforeSeq = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Null when entries is the whole transcript; else older steps (a limit, or the "
+            "READ_PAGE_MAX_BYTES budget) are left out: read them with history?before_seq=this."
+        ),
+    )
     pending = PendingMessageSerializer(many=True, read_only=True)
     failed = FailedMessageSerializer(
         many=True,
@@ -245,6 +260,7 @@ class RenameErrorSerializer(serializers.Serializer[Any]):
 
 class HistoryErrorSerializer(serializers.Serializer[Any]):
     after_seq = serializers.ListField(child=serializers.CharField(), required=False)
+    before_seq = serializers.ListField(child=serializers.CharField(), required=False)
     limit = serializers.ListField(child=serializers.CharField(), required=False)
 
 
@@ -284,12 +300,23 @@ class HistoryQuerySerializer(serializers.Serializer[Any]):
     after_seq = serializers.IntegerField(
         min_value=0, max_value=MAX_SEQ, default=0, help_text="Return the steps after this seq."
     )
+    before_seq = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_SEQ,
+        required=False,
+        help_text="Instead: the newest steps before this seq (older history, scrolling up).",
+    )
     limit = serializers.IntegerField(
         min_value=1,
         max_value=SeqPagination.max_limit,
         default=SeqPagination.default_limit,
         help_text="At most this many steps.",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "before_seq" in attrs and "after_seq" in self.initial_data:
+            raise serializers.ValidationError({"before_seq": ["Give after_seq or before_seq, not both."]})
+        return attrs
 
 
 class BootstrapQuerySerializer(serializers.Serializer[Any]):

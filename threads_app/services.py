@@ -9,11 +9,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.utils import timezone
 
+from threads_app import step_budgets
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
 from threads_app.signals import thread_deleted
 from threads_app.step_appends import append_step
@@ -75,24 +77,50 @@ def upsert_step(thread_id: uuid.UUID, step_id: uuid.UUID, **fields: Any) -> Step
 def _write_step(
     thread_id: uuid.UUID, step_id: uuid.UUID, fields: dict[str, Any], *, transcribes: Sequence[uuid.UUID]
 ) -> Step:
+    """The write of every step: its text within the step and thread budgets
+    (``step_budgets``), the thread's ``text_bytes`` kept in the same transaction."""
     if fields.get("created_at") is None:
         fields["created_at"] = timezone.now()
-    seq = append_step(thread_id, step_id, fields, transcribes=transcribes)
+    fields = step_budgets.fit_step(fields, room=None)
+    budget = settings.THREAD_MAX_BYTES
+    seq = append_step(
+        thread_id,
+        step_id,
+        fields,
+        transcribes=transcribes,
+        text_bytes=step_budgets.step_text_bytes(fields),
+        thread_budget=budget,
+    )
     if seq is not None:
         return Step(id=step_id, thread_id=thread_id, seq=seq, **fields)
     with transaction.atomic():
-        last_seq = (
-            Thread.objects.select_for_update().filter(pk=thread_id).values_list("last_seq", flat=True).get()
+        last_seq, used = (
+            Thread.objects.select_for_update()
+            .filter(pk=thread_id)
+            .values_list("last_seq", "text_bytes")
+            .get()
         )
         step = Step.objects.filter(pk=step_id, thread_id=thread_id).first()
         if step is not None:
             fields.pop("created_at", None)
+            old = step_budgets.step_text_bytes({"input": step.input, "output": step.output})
+            fields = {"input": step.input, "output": step.output, **fields}
+            if step_budgets.step_text_bytes(fields) - old > budget - used:
+                fields = step_budgets.fit_step(fields, room=max(0, budget - used + old))
             for key, value in fields.items():
                 setattr(step, key, value)
             step.save(update_fields=list(fields))
+            grown = step_budgets.step_text_bytes(fields) - old
+            if grown:
+                Thread.objects.filter(pk=thread_id).update(text_bytes=F("text_bytes") + grown)
         else:
             seq = last_seq + 1
-            Thread.objects.filter(pk=thread_id).update(last_seq=seq, updated_at=timezone.now())
+            fields = step_budgets.fit_step(fields, room=max(0, budget - used))
+            Thread.objects.filter(pk=thread_id).update(
+                last_seq=seq,
+                text_bytes=F("text_bytes") + step_budgets.step_text_bytes(fields),
+                updated_at=timezone.now(),
+            )
             step = Step.objects.create(id=step_id, thread_id=thread_id, seq=seq, **fields)
         if transcribes:
             AcceptedMessage.objects.filter(pk__in=transcribes).update(
@@ -303,13 +331,24 @@ def release_sends_held_by(holder: str) -> int:
 
 
 def finish_tool_step(step_id: uuid.UUID, *, output: str, is_error: bool) -> Step | None:
+    """A tool call's result: its output within the step budget, counted in its thread's
+    ``text_bytes`` (an engine's tool output, not something a user can make cheaply, so the
+    thread budget counts it without cutting it)."""
     step = Step.objects.filter(pk=step_id).first()
     if step is None:
         return None
-    step.output = output
+    grown = -step_budgets.text_bytes(step.output)
+    step.output, cut = step_budgets.cap_text(output)
+    grown += step_budgets.text_bytes(step.output)
     step.is_error = is_error
     step.end = timezone.now()
-    step.save(update_fields=["output", "is_error", "end"])
+    updated = ["output", "is_error", "end"]
+    if cut:
+        step.metadata = {**step.metadata, step_budgets.TRUNCATED_KEY: True}
+        updated.append("metadata")
+    step.save(update_fields=updated)
+    if grown:
+        Thread.objects.filter(pk=step.thread_id).update(text_bytes=F("text_bytes") + grown)
     return step
 
 

@@ -7,7 +7,9 @@ another writer holds the row, waits and then sees that writer's committed ``last
 ``INSERT ... ON CONFLICT (id) DO NOTHING`` with the next seq, and an ``UPDATE`` of the thread
 that only happens when the insert did. A step id that already exists inserts nothing, moves
 nothing and returns ``None``: the caller updates the existing row instead. The sends a user
-step transcribes can be marked in the same statement.
+step transcribes can be marked in the same statement. The thread's ``text_bytes`` grows by the
+step's text in the same ``UPDATE``, and a step that would take it past the thread's budget
+inserts nothing either (``None``: the caller's path fits it to what is left).
 
 Other databases (SQLite, the embedded default) return ``None`` at once and the caller takes
 the ORM path; their writes are serialised anyway.
@@ -42,14 +44,14 @@ def _sql(mark_sends: bool) -> str:
     )
     return f"""
         WITH locked AS (
-            SELECT last_seq FROM {thread} WHERE id = %s FOR UPDATE
+            SELECT last_seq, text_bytes FROM {thread} WHERE id = %s FOR UPDATE
         ), inserted AS (
             INSERT INTO {step} ({columns}, seq)
-            SELECT {values}, locked.last_seq + 1 FROM locked
+            SELECT {values}, locked.last_seq + 1 FROM locked WHERE locked.text_bytes + %s <= %s
             ON CONFLICT (id) DO NOTHING
             RETURNING id, seq
         ), bumped AS (
-            UPDATE {thread} SET last_seq = inserted.seq, updated_at = %s
+            UPDATE {thread} SET last_seq = inserted.seq, text_bytes = {thread}.text_bytes + %s, updated_at = %s
             FROM inserted WHERE {thread}.id = %s
         ){marked}
         SELECT seq FROM inserted
@@ -57,17 +59,24 @@ def _sql(mark_sends: bool) -> str:
 
 
 def append_step(
-    thread_id: uuid.UUID, step_id: uuid.UUID, fields: dict[str, Any], *, transcribes: Sequence[uuid.UUID] = ()
+    thread_id: uuid.UUID,
+    step_id: uuid.UUID,
+    fields: dict[str, Any],
+    *,
+    transcribes: Sequence[uuid.UUID] = (),
+    text_bytes: int = 0,
+    thread_budget: int,
 ) -> int | None:
-    """Insert the step with the next seq and return it; ``None`` when the id exists already
-    (or the database is not PostgreSQL). ``transcribes``: accepted sends this step records,
-    marked transcribed by the same statement."""
+    """Insert the step with the next seq and return it; ``None`` when the id exists already,
+    when its ``text_bytes`` would take the thread past ``thread_budget``, or when the database
+    is not PostgreSQL. ``transcribes``: accepted sends this step records, marked transcribed
+    by the same statement."""
     if connection.vendor != "postgresql":
         return None
     row = {**fields, "id": step_id, "thread_id": thread_id}
     params: list[Any] = [thread_id]
     params += [f.get_db_prep_save(row.get(f.attname, f.get_default()), connection) for f in _INSERTED_COLUMNS]
-    params += [timezone.now(), thread_id]
+    params += [text_bytes, thread_budget, text_bytes, timezone.now(), thread_id]
     mark = bool(transcribes)
     if mark:
         params += [AcceptedMessage.State.TRANSCRIBED, list(transcribes)]

@@ -9,8 +9,10 @@ stores the bytes through the elements storage (media_app), writes the record and
 """
 
 import asyncio
+import functools
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -27,6 +29,9 @@ class Element:
     """What every element type shares; use one of the subclasses."""
 
     type: ClassVar[str] = "file"
+    _content: bytes | str | None
+    # A user's stored file, read when ``content`` is first used (``from_record``).
+    _read_stored: Callable[[], bytes] | None
 
     def __init__(
         self,
@@ -49,6 +54,7 @@ class Element:
         self.name = name or (Path(path).name if path else "") or self.type
         self.display: Display = display
         self.path = str(path) if path is not None else None
+        self._read_stored: Callable[[], bytes] | None = None
         self.content = content
         self.url = url
         self.mime = mime
@@ -60,6 +66,19 @@ class Element:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, display={self.display!r})"
 
+    @property
+    def content(self) -> bytes | str | None:
+        """The element's bytes or text. A user's file (``message.elements``) is read from the
+        storage the first time this is used, not when the message arrives, so an app that
+        reads ``path`` (or nothing) never holds the file in memory."""
+        if self._content is None and self._read_stored is not None:
+            self._content, self._read_stored = self._read_stored(), None
+        return self._content
+
+    @content.setter
+    def content(self, value: bytes | str | None) -> None:
+        self._content = value
+
     def record_fields(self) -> dict[str, Any]:
         """Chainlit's per-type fields, as the record keeps them; subclasses add theirs."""
         return {}
@@ -67,6 +86,8 @@ class Element:
     async def read_content(self) -> bytes | None:
         """The bytes to store: ``content`` (text as UTF-8), else the file at ``path``; None
         for an element given by ``url``."""
+        if self._content is None and self._read_stored is not None:
+            return await asyncio.to_thread(self._read_stored)  # a user's file: not kept here
         if self.content is not None:
             return self.content.encode() if isinstance(self.content, str) else bytes(self.content)
         if self.path is not None:
@@ -195,19 +216,22 @@ CLASSES: dict[str, type[Element]] = {cls.type: cls for cls in (Image, File, Pdf,
 
 def from_record(record: ElementRecord) -> Element:
     """The element object of a stored element (what ``on_message`` sees of a user's files):
-    ``content`` holds its bytes, ``path`` a local file when the storage has one."""
+    ``content`` its bytes, read when first used; ``path`` a local file when the storage has
+    one."""
     cls = CLASSES.get(record.type, File)
     element = cls.__new__(cls)
     Element.__init__(
         element,
         record.name,
         display=record.display,  # type: ignore[arg-type]  # one of the model's choices
-        content=element_service.element_bytes(record),
+        content=b"",
         mime=record.mime,
         for_id=record.for_id,
         id=record.pk,
         props=record.props,
     )
+    element.content = None
+    element._read_stored = functools.partial(element_service.element_bytes, record)  # noqa: SLF001 - its own class's state
     element.path = element_service.element_path(record)
     element.thread_id = record.thread_id
     element.size_bytes = record.size

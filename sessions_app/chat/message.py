@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
+from threads_app.step_budgets import StreamAllowance
 from threads_app.wire import iso
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class Message:
         self.thread_id: uuid.UUID | None = None
         self.seq: int | None = None
         self.streaming = False
+        # What a stream may still add (``STEP_MAX_BYTES``), from its first token on.
+        self._allowance = StreamAllowance()
         # Buttons under the message (``chat.Action``), kept in its step's metadata.
         self.actions: list[Action] = list(actions or [])
         for action in self.actions:
@@ -111,8 +114,12 @@ class Message:
             if self.created_at is None:
                 self.created_at = datetime.now(UTC)
             self.thread_id = session.thread_id
+            self._allowance = StreamAllowance(self.content)
             session.track_stream(self)
             await session.emit("stream_start", self.to_dict())
+        token = self._allowance.fit(token, replace=is_sequence)
+        if not token and not is_sequence:
+            return  # the step is full (STEP_MAX_BYTES): the rest is not shown, nor kept
         self.content = token if is_sequence else self.content + token
         await session.emit(
             "stream_token", {"id": str(self.id), "token": token, "isSequence": is_sequence, "isInput": False}

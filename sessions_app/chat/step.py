@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
 from sessions_app.chat.context import require_session, turn_message
+from threads_app.step_budgets import StreamAllowance
 from threads_app.wire import iso, parse_iso
 
 StepType = Literal["tool", "llm", "run", "retrieval", "embedding", "rerank", "undefined"]
@@ -94,6 +95,12 @@ class Step:
 
     def __repr__(self) -> str:
         return f"Step(id={self.id}, type={self.type!r}, name={self.name!r})"
+
+    @functools.cached_property
+    def _allowances(self) -> tuple[StreamAllowance, StreamAllowance]:
+        """What streamed tokens may still add to the output and to the input
+        (``STEP_MAX_BYTES`` each), counted from the text there when the first one came."""
+        return StreamAllowance(self._output), StreamAllowance(self._input)
 
     @property
     def input(self) -> str:
@@ -200,9 +207,13 @@ class Step:
             return
         session = require_session()
         if is_input:
+            token = self._allowances[1].fit(token, replace=is_sequence)
             self._input = token if is_sequence else self._input + token
         else:
+            token = self._allowances[0].fit(token, replace=is_sequence)
             self._output = token if is_sequence else self._output + token
+        if not token and not is_sequence:
+            return  # that text is full (STEP_MAX_BYTES): the rest is not shown, nor kept
         if not self.streaming:
             self.streaming = True
             now = datetime.now(UTC)

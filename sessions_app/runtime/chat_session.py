@@ -35,6 +35,7 @@ from sessions_app.runtime.messages import (
     UnknownMessage,
 )
 from sessions_app.runtime.phases import Phase, is_busy
+from threads_app.step_budgets import StreamAllowance
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class ChatSession(Conversation):
         self._background: set[asyncio.Task[Any]] = set()
         self._streamed: dict[str, dict[str, Any]] = {}  # engine message id -> streamed step dict
         self._partial: dict[str, list[str]] = {}  # engine message id -> the tokens streamed so far
+        # engine message id -> what its stream may still show (``STEP_MAX_BYTES``)
+        self._allowances: dict[str, StreamAllowance] = {}
         self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
         # A graceful shutdown: no new turn starts here; what is queued stays pending in the
         # database for the box's next owner.
@@ -185,6 +188,9 @@ class ChatSession(Conversation):
             case SystemInit(engine_session_id=session_id):
                 await self._remember_engine_session(session_id)
             case StreamDelta(message_id=message_id, text=text):
+                text = self._allowances.setdefault(message_id, StreamAllowance()).fit(text)
+                if not text:
+                    return  # the reply is full: its step keeps no more (nor is more shown)
                 self._partial.setdefault(message_id, []).append(text)
                 start = self._streamed.get(message_id)
                 if start is None:  # the step id is derived once per message, not per token
@@ -206,6 +212,7 @@ class ChatSession(Conversation):
             case AssistantText(message_id=message_id, text=text):
                 step = await transcript.write_assistant_text(self.thread_id, message_id, text)
                 self._partial.pop(message_id, None)
+                self._allowances.pop(message_id, None)
                 streamed = self._streamed.pop(message_id, None) is not None
                 await self.emit("update_message" if streamed else "new_message", step)
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
@@ -286,6 +293,7 @@ class ChatSession(Conversation):
             )
             await self.emit("update_message", step)
         self._partial.clear()
+        self._allowances.clear()
 
     async def _settle_turn(self, outcome: str) -> None:
         """Record how the turn in flight ended on the sends it carried."""

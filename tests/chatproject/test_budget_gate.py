@@ -31,7 +31,9 @@ def request(pk: str, *, cookie: str = "", token: str = "", path: str = "/api/fee
     )
 
 
-def through_gate(*, cookie: str = "", token: str = "", path: str = "/api/feedback") -> tuple[bool, list[Any]]:
+def through_gate(
+    *, cookie: str = "", token: str = "", path: str = "/api/feedback", method: str = "PUT"
+) -> tuple[bool, list[Any]]:
     """(whether the app behind the gate was called, what the gate sent)."""
     reached, sent = [], []
 
@@ -47,7 +49,7 @@ def through_gate(*, cookie: str = "", token: str = "", path: str = "/api/feedbac
     headers = [(b"cookie", cookie.encode())] + (
         [(b"authorization", f"Token {token}".encode())] if token else []
     )
-    scope = {"type": "http", "method": "PUT", "path": path, "headers": headers}
+    scope = {"type": "http", "method": method, "path": path, "headers": headers}
     asyncio.run(BudgetGate(app)(scope, receive, send))
     return bool(reached), sent
 
@@ -91,3 +93,22 @@ def test_the_gate_forgets_a_refusal_when_its_wait_is_over(settings):
     assert not through_gate(cookie="sessionid=q")[0]
     time.sleep(0.06)  # a token every 50 ms
     assert through_gate(cookie="sessionid=q")[0]
+
+
+def test_a_refused_search_leaves_the_plain_list_of_its_route_to_django(settings):
+    from threads_app.throttling import SearchThrottle
+
+    settings.REDIS_URL = ""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"searches": "1/s"}}
+    search = SimpleNamespace(
+        user=SimpleNamespace(pk="gate-search", is_authenticated=True),
+        META={"HTTP_COOKIE": "sessionid=s1"},
+        method="GET",
+        path="/api/threads/",
+        query_params={"search": "ocelot"},
+    )
+    view = SimpleNamespace(action="list")
+    assert SearchThrottle().allow_request(search, view)
+    assert not SearchThrottle().allow_request(search, view)
+    reached, _sent = through_gate(cookie="sessionid=s1", path="/api/threads/", method="GET")
+    assert reached  # a list without a search spends nothing, so the gate must not refuse it

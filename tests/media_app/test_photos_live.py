@@ -84,6 +84,15 @@ async def test_an_uploaded_photo_goes_over_the_socket_to_the_engine_and_back_as_
     )
     assert "error" not in answer, answer
     await client.wait_for(lambda c: c.replies() == ["Echo #1: what is this? [2 images received]"], timeout=20)
+    # The message took the uploads: another message naming them is refused (upload again).
+    again = await client.call(
+        "client_message",
+        {
+            "message": {"id": str(uuid.uuid4()), "output": "and again"},
+            "fileReferences": [{"id": first["id"]}],
+        },
+    )
+    assert "was sent in another message already" in again["error"], again
 
     # The transcript keeps the photos inline, as base64 image blocks, byte for byte.
     step = await user_step(answer["threadId"])

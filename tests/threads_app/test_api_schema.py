@@ -63,6 +63,7 @@ def test_schema_is_valid_openapi_3_json(client):
     assert set(components["Bootstrap"]["required"]) == {
         "thread",
         "entries",
+        "omittedBeforeSeq",
         "pending",
         "failed",
         "asks",

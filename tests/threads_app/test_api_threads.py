@@ -325,6 +325,7 @@ def test_history_after_seq_returns_only_what_came_after(client, thread):
     assert [s["seq"] for s in body["results"]] == [4, 5]
     assert client.get(url(thread.id, "history/"), {"after_seq": 5}).json() == {
         "next": None,
+        "previous": None,
         "results": [],
         "elements": [],
     }
@@ -391,7 +392,8 @@ def test_bootstrap_returns_thread_entries_and_only_untranscribed_pending(client,
 
     assert response.status_code == 200
     body = response.json()
-    assert set(body) == {"thread", "entries", "pending", "failed", "asks", "elements"}
+    assert set(body) == {"thread", "entries", "omittedBeforeSeq", "pending", "failed", "asks", "elements"}
+    assert body["omittedBeforeSeq"] is None  # the whole transcript
     assert body["asks"] == []  # no question of the app waits for an answer
     assert set(body["thread"]) == THREAD_KEYS
     assert body["thread"]["id"] == str(thread.id)

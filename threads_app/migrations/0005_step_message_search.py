@@ -13,7 +13,7 @@ from django.db.migrations.state import StateApps
 from django.db.models import Q
 
 # Must be the expression and condition the search filters by (``selectors.
-# message_search_document``, ``SEARCHED_STEP_TYPES``), else PostgreSQL cannot use the index;
+# MessageSearchDocument``, ``IsSearchedType``), else PostgreSQL cannot use the index;
 # tests.threads_app.test_thread_search checks it does.
 INDEX = GinIndex(
     SearchVector("output", config="english"),

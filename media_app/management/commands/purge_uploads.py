@@ -18,7 +18,8 @@ from media_app.services import purge_uploads
 class Command(BaseCommand):
     help = (
         "Delete uploads older than --hours (default UPLOAD_EXPIRY_HOURS). No message needs them: "
-        "an accepted send keeps its own copy of every photo it names."
+        "an engine-app send keeps its own copy of every photo it names, and a file an element "
+        "shares stays while the element does."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -52,8 +52,9 @@ export function deleteThread(id) {
   return request("DELETE", threadUrl(id));
 }
 
-/** `{thread, entries, pending, failed}`: what a page needs to show a thread (with `limit`,
- * only the last that many entries). */
+/** `{thread, entries, omittedBeforeSeq, pending, failed}`: what a page needs to show a thread
+ * (with `limit`, only the last that many entries; `omittedBeforeSeq` says where they start
+ * when older ones were left out). */
 export function bootstrap(id, { limit } = {}) {
   const query = limit ? `?limit=${encodeURIComponent(limit)}` : "";
   return request("GET", `${threadUrl(id)}bootstrap/${query}`);
@@ -71,6 +72,13 @@ export async function historyAfter(id, afterSeq, elements = null) {
     url = page.next;
   }
   return steps;
+}
+
+/** The page of steps before `beforeSeq` (the newest of them, at most `limit`), scrolling up:
+ * `{results, previous, elements}`; `previous` is null at the start of the thread. */
+export function historyBefore(id, beforeSeq, limit) {
+  const query = `before_seq=${encodeURIComponent(beforeSeq)}&limit=${encodeURIComponent(limit)}`;
+  return request("GET", `${threadUrl(id)}history/?${query}`);
 }
 
 /** Give or change the user's feedback on an assistant message (Chainlit's PUT /feedback):

@@ -4,7 +4,9 @@
 //   - the bootstrap read when a thread page opens (entries, pending and failed sends);
 //   - resume_thread, when the server resumes the thread into a new session;
 //   - live events: new_message, update_message, delete_message, stream_start/stream_token;
-//   - after a reconnect, the history read after the last seq shown (what was missed).
+//   - after a reconnect, the history read after the last seq shown (what was missed);
+//   - older pages (history before the first seq shown) as the user scrolls up (older.js):
+//     a thread opens with its newest PAGE_STEPS steps.
 // All of them go through Transcript.upsert (keyed by step id), so nothing shows twice, and
 // pending sends are merged, retired and labelled in one place, reconcile.js.
 
@@ -18,6 +20,7 @@ import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ElementViews } from "./elements.js";
+import { OlderSteps } from "./older.js";
 import { ChatStart } from "./starters.js";
 import { containerFor, insertInOrder, isStepEntry } from "./steps.js";
 import { Transcript } from "./transcript.js";
@@ -118,6 +121,18 @@ const chatSettings = new ChatSettingsPanel(dom.input, {
 let asks = null; // action buttons and the app's questions (asks.js), made with the socket
 
 const attached = new ElementViews({ nodeFor: (id) => elements.get(id) });
+
+// A thread opens with its newest this many steps; older ones are read as the user scrolls up.
+const PAGE_STEPS = 50;
+const older = new OlderSteps(dom.messages, dom.transcript, {
+  load: (beforeSeq) => api.historyBefore(state.threadId, beforeSeq, PAGE_STEPS),
+  show: (page) => {
+    attached.add(page.elements);
+    applySteps(page.results, { read: true });
+  },
+  onError: (error) =>
+    notify(interpolate(gettext("Could not load earlier messages: %(error)s"), { error: error.message })),
+});
 // What the server lets users upload (chatproject.views): photos only unless configured.
 const uploads = config.uploads ?? { accept: ["image/png", "image/jpeg", "image/gif", "image/webp"] };
 
@@ -311,11 +326,12 @@ function adoptThread(id) {
 
 async function loadThread() {
   try {
-    const data = await api.bootstrap(state.threadId);
+    const data = await api.bootstrap(state.threadId, { limit: PAGE_STEPS });
     setTitle(data.thread.name);
     addPending(openSends(data));
     attached.add(data.elements);
     applySteps(data.entries, { read: true });
+    older.setCursor(data.omittedBeforeSeq);
     for (const ask of data.asks ?? []) asks.show(ask); // a question still waiting for the user
   } catch (error) {
     notify(
@@ -327,6 +343,7 @@ async function loadThread() {
   state.loaded = true;
   updateView();
   scrollToBottom();
+  older.fill();
 }
 
 /** A send failed that this page does not show (made in another tab, its event missed):
@@ -366,6 +383,8 @@ let replayTurnOnConnect = true;
 
 function authPayload() {
   const auth = { sessionId: state.sessionId, threadId: state.threadId ?? "", clientType: "webapp", offsets: true };
+  // A resume carries the newest PAGE_STEPS steps and where they start (older.js reads the rest).
+  if (state.threadId) auth.resumeSteps = PAGE_STEPS;
   if (state.chatProfile) auth.chatProfile = encodeURIComponent(state.chatProfile);
   const turnStart = storage("get", OFFSET_PREFIX + state.sessionId);
   if (replayTurnOnConnect && turnStart) auth.offset = turnStart;
@@ -464,8 +483,11 @@ socket.on("resume_thread", (thread) => {
   setTitle(thread?.name);
   attached.add(thread?.elements);
   applySteps(thread?.steps ?? [], { read: true });
+  older.setCursor(thread?.omittedBeforeSeq);
   state.loaded = true;
   updateView();
+  scrollToBottom();
+  older.fill();
 });
 socket.on("resume_thread_error", (message) => {
   notify(interpolate(gettext("Couldn't resume this chat: %(error)s"), { error: message }));

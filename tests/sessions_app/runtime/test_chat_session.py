@@ -172,3 +172,21 @@ async def test_a_fast_reply_may_arrive_in_bigger_pieces_but_whole_and_in_order(m
     assert len({t["id"] for t in sink.named("stream_token")}) == 1
     assert sink.named("update_message")[-1]["output"] == f"Echo #1: {words}"
     await session.stop()
+
+
+async def test_an_engine_reply_past_the_step_budget_streams_and_lands_cut_with_one_marker(
+    make_thread, echo, sink, settings
+):
+    settings.STEP_MAX_BYTES = 140  # 40 bytes of streamed text, and the marker's room
+    thread = await make_thread()
+    one_event_per_token = EchoEngine({"state_dir": str(echo.state_dir), "coalesce": False})
+    session = ChatSession(thread_id=thread.id, engine=one_event_per_token, emit=sink)
+    words = " ".join(f"word{i}" for i in range(30))
+    assert await session.send(await turn(thread, words))
+    await wait_until(lambda: sink.named("task_end"))
+    streamed = "".join(t["token"] for t in sink.named("stream_token"))
+    assert streamed.count("[truncated") == 1 and len(streamed.encode()) <= 140
+    user_step, reply = await transcript(thread)
+    assert "[truncated" in user_step.output and "[truncated" in reply.output  # both cut at write
+    assert len(reply.output.encode()) <= 140 and reply.metadata["truncated"] is True
+    await session.stop()
