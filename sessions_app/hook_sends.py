@@ -63,7 +63,7 @@ async def accept_and_answer(
         return {**answer, "queued": bool(record.queued)}
     if upload_ids:
         await database_sync_to_async(attach_uploads)(live.user.pk, thread.pk, record.pk, upload_ids)
-    live.answer_send(record)
+    live.answer_send(record, with_attachments=bool(upload_ids))
     if acceptance.revived:  # the revived row's ``queued`` was cleared
         await database_sync_to_async(record_queued)(record.pk, queued)
     return {**answer, "queued": queued}
@@ -105,7 +105,7 @@ async def recover(sessions: list[LiveSession]) -> int:
         taken += 1
         if accepted.state == AcceptedMessage.State.PENDING:
             logger.info("re-running send %s of session %s (its holder died)", accepted.pk, live.id)
-            live.answer_send(accepted)
+            live.answer_send(accepted)  # what it named is not known here: its elements are read
         else:
             logger.info(
                 "closing send %s of session %s (its turn died with its process)", accepted.pk, live.id

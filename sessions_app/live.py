@@ -248,11 +248,14 @@ class LiveSession:
         """A send arriving now would wait behind a turn (what its ack says as ``queued``)."""
         return self.current_task is not None or bool(self._waiting)
 
-    def answer_send(self, send: AcceptedMessage) -> None:
+    def answer_send(self, send: AcceptedMessage, *, with_attachments: bool = True) -> None:
         """Queue ``on_message`` for an accepted send (``will_queue`` said whether it waits).
-        Its user step is transcribed when its turn begins, so the transcript reads in turn order."""
+        Its user step is transcribed when its turn begins, so the transcript reads in turn order.
+        ``with_attachments``: the send may carry files (its elements are read for its turn);
+        False only when the send is known to have named no upload, which saves the turn a query."""
         task = self.run_hook(
             self._answer,
+            with_attachments,
             send=send.pk,
             prelude=functools.partial(self._transcribe_send, UserTurn.of_send(send)),
         )
@@ -262,7 +265,7 @@ class LiveSession:
         """The send's user step, written as its turn is claimed (one trip to the database)."""
         return transcript.user_step(self.thread_id, turn, self.user.get_username())
 
-    async def _answer(self, step: dict[str, Any]) -> None:
+    async def _answer(self, with_attachments: bool, step: dict[str, Any]) -> None:
         from sessions_app.chat.hooks import load_app  # the registry imports this package
 
         message = Message.from_step(step)
@@ -270,7 +273,8 @@ class LiveSession:
         self.chat_context.add(message)
         await self.emit("new_message", step)
         await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
-        message.elements = await incoming_elements(message.id)
+        if with_attachments:
+            message.elements = await incoming_elements(message.id)
         on_message = load_app().on_message
         if on_message is not None:
             await on_message(message)

@@ -3,15 +3,17 @@ if the count grows back.
 
 Steady state (the thread exists), PostgreSQL:
 
-- hooks-API app (one ``Message.send()`` per message): the send's INSERT, the turn claim, the
-  user step (one statement: seq, step, the send marked transcribed), the reply step (one
-  statement), the outcome and the claim's release; 22 statements before (issue 11).
+- hooks-API app (one ``Message.send()`` per message): the send's INSERT, the user step (one
+  statement: seq, step, the send marked transcribed), the reply step (one statement), the
+  outcome and the turn claim's release: 5; 22 before (issue 11), 6
+  while every turn looked up its message's attachments (issue 22: only a send naming
+  uploads does).
 - engine runtime: the send's INSERT, the box read, the ``queued`` answer, the user step, the
-  assistant step, the outcome; 16 before.
+  assistant step, the outcome: 6; 16 before.
 
 The user session is written only when it changed, so an echo turn writes none. On SQLite a
-new step takes the ORM's four statements in a transaction, so only the upper bound is checked
-there.
+new step takes the ORM's four statements in a transaction (14 and 15 in all). The counts are pinned exactly: a change in either direction updates them
+here, with the reason.
 """
 
 import uuid
@@ -63,8 +65,10 @@ async def test_a_hooks_api_turn(sock):
     with counting_statements() as statements:
         await one_turn(sock, "second", 2)
     turn = statements.excluding(HEARTBEAT)
-    assert len(turn) <= expected(6, 15), f"{len(turn)}:\n" + "\n".join(turn)
+    assert len(turn) == expected(5, 14), f"{len(turn)}:\n" + "\n".join(turn)
     assert not statements.matching('sessions_app_socketsession" SET "user_session"')
+    # The send named no upload: its turn looks up no attachments (issue 22).
+    assert not statements.matching("media_app_element"), statements.matching("media_app_element")
 
 
 @pytest.fixture
@@ -79,4 +83,4 @@ async def test_an_engine_runtime_turn(engine_sock):
     with counting_statements() as statements:
         await one_turn(engine_sock, "second", 2)
     turn = statements.excluding(HEARTBEAT)
-    assert len(turn) <= expected(6, 15), f"{len(turn)}:\n" + "\n".join(turn)
+    assert len(turn) == expected(6, 15), f"{len(turn)}:\n" + "\n".join(turn)
