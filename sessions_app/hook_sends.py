@@ -63,7 +63,8 @@ async def accept_and_answer(
         return {**answer, "queued": bool(record.queued)}
     if upload_ids:
         await database_sync_to_async(attach_uploads)(live.user.pk, thread.pk, record.pk, upload_ids)
-    live.answer_send(record, with_attachments=bool(upload_ids))
+    # A revived send (``retry`` of a failed one) may carry files attached when it was first accepted.
+    live.answer_send(record, with_attachments=bool(upload_ids) or acceptance.revived)
     if acceptance.revived:  # the revived row's ``queued`` was cleared
         await database_sync_to_async(record_queued)(record.pk, queued)
     return {**answer, "queued": queued}
