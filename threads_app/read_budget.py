@@ -22,29 +22,25 @@ import redis
 from django.conf import settings
 
 from threads_app import redis_clients
+from threads_app.token_bucket import REFILL
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] the bucket; ARGV burst, bytes per second, wanted, floor. Refills the bucket, grants
+# After REFILL (ARGV burst, bytes per second), ARGV wanted, floor. Refills the bucket, grants
 # at least the floor and at most what it holds (it may go into debt, down to minus a burst),
 # returns the grant. A refund is a negative ``wanted`` (and floor).
-GRANT = """
-local burst = tonumber(ARGV[1])
-local per_second = tonumber(ARGV[2])
+GRANT = (
+    REFILL
+    + """
 local wanted = tonumber(ARGV[3])
 local floor = tonumber(ARGV[4])
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1]) or burst
-local at = tonumber(state[2]) or now
-tokens = math.min(burst, tokens + math.max(0, now - at) * per_second)
 local grant = math.max(floor, math.min(wanted, tokens))
 tokens = math.min(burst, math.max(-burst, tokens - grant))
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(2 * burst / per_second * 1000) + 1000)
 return grant
 """
+)
 
 
 def _granted(tokens: float, burst: int, wanted: int, floor: int) -> tuple[int, float]:

@@ -26,9 +26,9 @@ from threads_app import redis_clients
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] the bucket; ARGV burst, tokens per second. Returns 0 (taken) or the milliseconds
-# until a token is there.
-TAKE = """
+# The start of every bucket script: KEYS[1] the bucket, ARGV[1] its burst, ARGV[2] its tokens
+# per second; leaves ``tokens`` refilled up to ``now`` (Redis's clock).
+REFILL = """
 local burst = tonumber(ARGV[1])
 local per_second = tonumber(ARGV[2])
 local clock = redis.call('TIME')
@@ -37,6 +37,12 @@ local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
 local tokens = tonumber(state[1]) or burst
 local at = tonumber(state[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * per_second)
+"""
+
+# Takes one token. Returns 0 (taken) or the milliseconds until a token is there.
+TAKE = (
+    REFILL
+    + """
 local wait = 0
 if tokens >= 1 then
     tokens = tokens - 1
@@ -47,6 +53,7 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / per_second * 1000) + 1000)
 return wait
 """
+)
 
 
 @dataclass(frozen=True)
