@@ -1,6 +1,7 @@
 # Tether: `make run` serves the embedded defaults on http://127.0.0.1:8000, `make test` runs
 # the whole suite (against PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set),
-# `make cluster` runs PROCESSES daphne processes behind nginx on PORT.
+# `make cluster` runs PROCESSES daphne processes behind nginx on PORT. `SERVER=uvicorn make run`
+# (or make cluster, make test, the benches) serves with uvicorn instead (chatproject/servers.py).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,6 +19,20 @@ ECHO_DEMO_PACE ?= 0.08
 # resume_thread payload is bigger. Inbound frames are still limited by SOCKETIO_MAX_PAYLOAD.
 WS_MAX_MESSAGE ?= 33554432
 DAPHNE_ARGS ?= --websocket-max-message-size $(WS_MAX_MESSAGE) --websocket-max-frame-size $(WS_MAX_MESSAGE)
+UVICORN_ARGS ?= --ws-max-size $(WS_MAX_MESSAGE)
+# daphne (the default) or uvicorn, each through Tether's wrapper of it; exported, so the
+# tests' servers and the benches use the same one.
+SERVER ?= daphne
+export SERVER
+ifeq ($(SERVER),uvicorn)
+SERVE_MODULE := chatproject.serve_uvicorn
+SERVER_ARGS ?= $(UVICORN_ARGS)
+else ifeq ($(SERVER),daphne)
+SERVE_MODULE := chatproject.serve
+SERVER_ARGS ?= $(DAPHNE_ARGS)
+else
+$(error SERVER=$(SERVER): Tether runs on daphne or uvicorn)
+endif
 PROCESSES ?= 2
 
 .PHONY: install run cluster test test-fast lint format bench
@@ -35,9 +50,9 @@ run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Tether on http://$(HOST):$(PORT)/  (sign in as $(DEMO_USER) / $(DEMO_PASSWORD))"
-	ECHO_DEMO_PACE=$(ECHO_DEMO_PACE) $(BIN)/python -m chatproject.serve $(DAPHNE_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
+	ECHO_DEMO_PACE=$(ECHO_DEMO_PACE) $(BIN)/python -m $(SERVE_MODULE) $(SERVER_ARGS) -b $(HOST) -p $(PORT) chatproject.asgi:application
 
-# PROCESSES daphne processes (with DAPHNE_ARGS, as above) on PORT+1... behind nginx on PORT,
+# PROCESSES server processes (SERVER, with its SERVER_ARGS as above) on PORT+1... behind nginx on PORT,
 # supervised by chatproject/cluster.py; Ctrl-C drains them, then stops nginx. Needs
 # DATABASE_URL (PostgreSQL) and REDIS_URL, which the processes share, and nginx (Debian:
 # apt-get install nginx-light); the first step says what is missing. Files go to var/cluster/.
@@ -46,7 +61,7 @@ cluster: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py create_chat_user $(DEMO_USER) --password $(DEMO_PASSWORD) --if-missing
 	@echo "Sign in as $(DEMO_USER) / $(DEMO_PASSWORD)"
-	$(BIN)/python -m chatproject.cluster --processes $(PROCESSES) --host $(HOST) --port $(PORT) -- $(DAPHNE_ARGS)
+	$(BIN)/python -m chatproject.cluster --server $(SERVER) --processes $(PROCESSES) --host $(HOST) --port $(PORT) -- $(SERVER_ARGS)
 
 test: install
 	$(BIN)/pytest

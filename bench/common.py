@@ -1,4 +1,5 @@
-"""Plumbing shared by the benchmark scripts: the environment, the database, daphne, the bench
+"""Plumbing shared by the benchmark scripts: the environment, the database, daphne (or uvicorn:
+``SERVER``, ``chatproject.servers``), the bench
 user, the Socket.IO client and the report helpers.
 
 Every script measures the whole real stack the same way: a daphne subprocess serving Tether
@@ -20,6 +21,8 @@ import uuid
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
+
+from chatproject.servers import SERVER_MODULES, chosen_server  # imports neither Django nor a server
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = "chatproject.settings"
@@ -173,10 +176,13 @@ def add_websocket_size_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def websocket_size_args(size: int | None) -> list[str]:
-    """daphne's flags for the largest WebSocket message and frame (``None``: daphne's default)."""
+def websocket_size_args(size: int | None, server: str = "daphne") -> list[str]:
+    """The server's flags for the largest WebSocket message and frame (``None``: its default;
+    0: no limit, which uvicorn spells as a size)."""
     if size is None:
         return []
+    if server == "uvicorn":
+        return ["--ws-max-size", str(size or 2**62)]
     return ["--websocket-max-message-size", str(size), "--websocket-max-frame-size", str(size)]
 
 
@@ -196,9 +202,14 @@ def cpu_of(fields: list[str], *, children: bool = False) -> float:
     return (int(fields[first]) + int(fields[first + 1])) / os.sysconf("SC_CLK_TCK")
 
 
-def postgres_cpu() -> float:
+def postgres_cpu(database: str | None = None) -> float:
     """CPU seconds of every PostgreSQL process on this machine (all databases' backends),
-    including the backends that have exited (reaped by the postmaster, in its children's time)."""
+    including the backends that have exited (reaped by the postmaster, in its children's time).
+
+    ``database``: only its backends, and the server's own processes (WAL writer, checkpointer,
+    background writer), which work for every database: a server shared with other work on
+    this machine then counts what this database costs. A backend of it that exits during the
+    measurement takes its time with it (the benches' servers keep their pooled connections)."""
     stats = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -206,11 +217,36 @@ def postgres_cpu() -> float:
             if fields and fields[0].startswith("postgres"):
                 stats[entry.name] = fields
     total = 0.0
-    for fields in stats.values():
+    for pid, fields in stats.items():
+        postmaster = fields[2] not in stats  # its parent is not a PostgreSQL process
+        if database is not None:
+            if not postmaster and _serves(pid, database):
+                total += cpu_of(fields)
+            continue
         total += cpu_of(fields)
-        if fields[2] not in stats:  # the postmaster: its parent is not a PostgreSQL process
+        if postmaster:
             total += cpu_of(fields, children=True)
     return total
+
+
+def _serves(pid: str, database: str) -> bool:
+    """Whether PostgreSQL process ``pid`` is a backend of ``database`` or one of the server's
+    own (``postgres: 15/main: walwriter``; a backend reads ``... main: <user> <database> <client>``)."""
+    with contextlib.suppress(OSError):
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        words = title.split(": ", 2)[-1].split()
+        return len(words) < 3 or words[1] == database
+    return False
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live child processes of every thread of process ``pid`` (a daphne's echo engines)."""
+    pids: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError):
+                pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
 
 
 def machine_cpu() -> tuple[float, float]:
@@ -237,8 +273,12 @@ class Daphne:
         args: list[str] | None = None,
         ready_path: str = "/accounts/login/",
         profile_to: Path | None = None,
+        server: str | None = None,
     ) -> None:
         self.label = label
+        # daphne unless ``server`` or SERVER says uvicorn (chatproject.servers); ``args`` are
+        # that server's (``websocket_size_args(size, server)``).
+        self.server = server or chosen_server(env)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.ready_path = ready_path
@@ -251,7 +291,7 @@ class Daphne:
                     sys.executable,
                     *launcher,
                     "-m",
-                    "chatproject.serve",
+                    SERVER_MODULES[self.server],
                     "-b",
                     "127.0.0.1",
                     "-p",
@@ -298,12 +338,7 @@ class Daphne:
 
     def children(self) -> list[int]:
         """The live child processes (echo engines) of every daphne thread."""
-        pids: list[int] = []
-        with contextlib.suppress(OSError):
-            for task in Path(f"/proc/{self.process.pid}/task").iterdir():
-                with contextlib.suppress(OSError, ValueError):
-                    pids += [int(p) for p in (task / "children").read_text().split()]
-        return pids
+        return child_pids(self.process.pid)
 
     def cpu_seconds(self) -> tuple[float, float]:
         """CPU of daphne itself, and of its echo subprocesses (live ones and reaped ones)."""

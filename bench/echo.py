@@ -2,6 +2,10 @@
 
     .venv/bin/python bench/echo.py [--single-messages 200] [--clients 20] [--messages 50]
                                    [--warmup 3] [--only tether|baseline|floor] [--profile]
+                                   [--guard RATIO [--rounds 5]] [--server daphne|uvicorn|both]
+
+``--server both`` (the default) runs the whole bench twice, every process on daphne, then every
+process on uvicorn (``chatproject.serve_uvicorn``), each with its own floor in the same run.
 
 Tether: one daphne process serving ``chatproject.asgi`` with ``CHAT_APP=bench.echo_app`` (a
 hooks-API app whose ``on_message`` answers every message with exactly one
@@ -44,8 +48,8 @@ Phases, each on fresh sockets after ``--warmup`` untimed messages per client:
 Per phase and server: messages/s (the phase's messages over its wall time, from the first
 send to the last reply), latency from the send to the reply's arrival in the client's event
 handler (p50, p95, max), the events the server pushed per message (acks not counted), and CPU
-per message of daphne, of PostgreSQL (every PostgreSQL process on this machine, other
-databases' work included) and of this process (the clients), from /proc and process_time;
+per message of daphne, of PostgreSQL (the bench database's backends and the server's own
+processes, such as the WAL writer; other databases on a shared server are left out) and of this process (the clients), from /proc and process_time;
 busy is daphne's CPU over the wall time (100% = one core). Also per Tether phase: how many of
 its sends were announced to their own socket by ``chat-user-message`` (the thread's bus, through
 the channel layer, not awaited by the client) by the last reply, and how many more within
@@ -54,6 +58,20 @@ failure. Then Tether / baseline per phase, Tether's B rate / A rate, and the bar
 400 msg/s with 1 client, at least 600 msg/s with 20 clients, B / A at least 1.5 (PASS/FAIL
 printed; the exit status does not depend on them, only on correctness).
 
+``--guard RATIO`` (CI, ``.ci/run``) measures cost instead: ``--rounds`` rounds of the B phase
+(``--clients`` x ``--messages``, fresh sockets, ``--warmup`` untimed messages each), Tether
+and the floor in turn, their order alternating from round to round, no baseline. Per round it
+prints each daphne's CPU per message (user + system time from /proc over the timed phase:
+what a loaded machine delays, not what it costs) and Tether's over the floor's; the median of
+those per-round ratios is the verdict, PASS within ``RATIO``, else FAIL and exit status 3
+(a correctness failure still exits 1). Pairs measured side by side and a median over rounds
+keep other work on the machine from deciding it.
+
+``--observability`` measures what metrics and JSON logs cost: ``--rounds`` rounds of the B
+phase on two Tether daphnes, one with ``METRICS_ENABLED=1`` (multiprocess mode) and
+``LOG_FORMAT=json``, one with ``METRICS_ENABLED=0`` and text logs, their order alternating; per
+round each one's daphne CPU per message, and the median of the per-round ratios (on / off).
+
 ``--profile`` runs the Tether daphne under cProfile and prints where its time went (the
 event loop's thread only; the database calls run on threads of their own).
 """
@@ -61,6 +79,7 @@ event loop's thread only; the database calls run on threads of their own).
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -72,6 +91,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
 from bench import common
+from chatproject.servers import SERVERS as ASGI_SERVERS
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_echo"
 CHAT_APP = "bench.echo_app"
@@ -81,6 +101,12 @@ SERVERS = ("tether", "baseline", "floor")
 ONE_CLIENT_BAR = 400.0  # msg/s, phase A
 MANY_CLIENTS_BAR = 600.0  # msg/s, phase B (at 20 clients)
 SCALING_BAR = 1.5  # phase B rate over phase A rate
+# --observability: the two Tethers it compares, and their settings.
+OBSERVABILITY = {
+    "observed": {"METRICS_ENABLED": "1", "LOG_FORMAT": "json"},
+    "plain": {"METRICS_ENABLED": "0", "LOG_FORMAT": "text"},
+}
+GUARD_EXCEEDED = 3  # exit status of --guard when Tether's CPU per message is over RATIO x the floor's
 
 
 class Failed(Exception):
@@ -275,7 +301,7 @@ async def run_phase(server: Server, phase: Phase, args: argparse.Namespace) -> P
             phase.errors.append(f"before the phase: {type(exc).__name__}: {exc}")
             return phase
         daphne0, _ = server.daphne.cpu_seconds()
-        pg0, client0 = common.postgres_cpu(), time.process_time()
+        pg0, client0 = common.postgres_cpu(args.database), time.process_time()
         pushed0 = sum((c.pushed for c in clients), Counter[str]())
         began = time.perf_counter()
         results = await asyncio.gather(
@@ -284,7 +310,7 @@ async def run_phase(server: Server, phase: Phase, args: argparse.Namespace) -> P
         phase.wall = time.perf_counter() - began
         daphne1, _ = server.daphne.cpu_seconds()
         phase.cpu_daphne = daphne1 - daphne0
-        phase.cpu_postgres = common.postgres_cpu() - pg0
+        phase.cpu_postgres = common.postgres_cpu(args.database) - pg0
         phase.cpu_client = time.process_time() - client0
         phase.pushed = sum((c.pushed for c in clients), Counter[str]()) - pushed0
         phase.errors += [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
@@ -310,6 +336,18 @@ async def run_bench(servers: list[Server], args: argparse.Namespace) -> list[Pha
         for server in servers:
             phases.append(await run_phase(server, Phase(label, server.name, clients, messages), args))
             await asyncio.sleep(args.pause)  # the last turns' bookkeeping (persist, settle) ends
+    return phases
+
+
+async def run_guard(servers: list[Server], args: argparse.Namespace) -> list[Phase]:
+    """``--rounds`` B phases per server, labelled R1, R2...; the servers' order alternates, so
+    neither always runs first after the other's bookkeeping."""
+    phases: list[Phase] = []
+    for n in range(1, args.rounds + 1):
+        for server in servers if n % 2 else servers[::-1]:
+            phase = Phase(f"R{n}", server.name, args.clients, args.messages)
+            phases.append(await run_phase(server, phase, args))
+            await asyncio.sleep(args.pause)
     return phases
 
 
@@ -348,6 +386,68 @@ def find(phases: list[Phase], label: str, server: str) -> Phase | None:
     return next(
         (p for p in phases if p.label == label and p.server == server and p.samples and not p.errors), None
     )
+
+
+def cpu_ms(p: Phase) -> float:
+    """The phase's daphne CPU per message, in milliseconds."""
+    return p.cpu_daphne * 1000 / len(p.samples)
+
+
+def guard_passed(phases: list[Phase], args: argparse.Namespace) -> bool:
+    """Print each round's CPU per message and the verdict: True when the median of the
+    rounds' Tether / floor ratios is within ``--guard``."""
+    print()
+    print("Guard: daphne CPU per message (user + system, timed phase only), Tether / floor per round")
+    limit: float = args.guard
+    ratios: list[float] = []
+    tether_ms: list[float] = []
+    floor_ms: list[float] = []
+    for n in range(1, args.rounds + 1):
+        tether, floor = find(phases, f"R{n}", "tether"), find(phases, f"R{n}", "floor")
+        if tether is None or floor is None or floor.cpu_daphne <= 0:
+            print(f"  round {n}: not measured")
+            continue
+        tether_ms.append(cpu_ms(tether))
+        floor_ms.append(cpu_ms(floor))
+        ratios.append(tether_ms[-1] / floor_ms[-1])
+        print(f"  round {n}: tether {tether_ms[-1]:.2f} ms, floor {floor_ms[-1]:.2f} ms: {ratios[-1]:.2f}x")
+    if len(ratios) * 2 <= args.rounds:
+        print(f"  GUARD FAIL: only {len(ratios)} of {args.rounds} rounds measured")
+        return False
+    ratio = statistics.median(ratios)
+    verdict = "PASS" if ratio <= limit else "GUARD FAIL"
+    print(
+        f"  median: tether {statistics.median(tether_ms):.2f} ms, floor {statistics.median(floor_ms):.2f} ms;"
+        f" ratio {ratio:.2f}x (median of {len(ratios)} rounds; range {min(ratios):.2f}-{max(ratios):.2f})"
+        f"  [{verdict}] limit: at most {limit:g}x"
+    )
+    return ratio <= limit
+
+
+def observability_cost(phases: list[Phase], args: argparse.Namespace) -> None:
+    """Print each round's daphne CPU per message with metrics and JSON logs on and off, and
+    the median of the per-round ratios."""
+    on, off = OBSERVABILITY
+    print()
+    print(f"Observability: daphne CPU per message (user + system, timed phase only), {on} / {off} per round")
+    ratios: list[float] = []
+    on_ms: list[float] = []
+    off_ms: list[float] = []
+    for n in range(1, args.rounds + 1):
+        with_it, without = find(phases, f"R{n}", on), find(phases, f"R{n}", off)
+        if with_it is None or without is None or without.cpu_daphne <= 0:
+            print(f"  round {n}: not measured")
+            continue
+        on_ms.append(cpu_ms(with_it))
+        off_ms.append(cpu_ms(without))
+        ratios.append(on_ms[-1] / off_ms[-1])
+        print(f"  round {n}: {on} {on_ms[-1]:.2f} ms, {off} {off_ms[-1]:.2f} ms: {ratios[-1]:.3f}x")
+    if ratios:
+        print(
+            f"  median: {on} {statistics.median(on_ms):.2f} ms, {off} {statistics.median(off_ms):.2f} ms;"
+            f" ratio {statistics.median(ratios):.3f}x (median of {len(ratios)} rounds;"
+            f" range {min(ratios):.3f}-{max(ratios):.3f}); bar: at most 1.05x"
+        )
 
 
 def bar_line(name: str, value: float | None, bar: float, unit: str) -> str:
@@ -410,7 +510,7 @@ def report(phases: list[Phase], context: str, args: argparse.Namespace, server_e
                 f"{args.grace:g}s: {verdict}"
             )
     tether_a, tether_b = find(phases, "A", "tether"), find(phases, "B", "tether")
-    if any(p.server == "tether" for p in phases):
+    if any(p.server == "tether" and p.label in ("A", "B") for p in phases):  # not the --guard rounds
         print()
         print("Bars (Tether):")
         print("  " + bar_line("1 client", tether_a.rate if tether_a else None, ONE_CLIENT_BAR, " msg/s"))
@@ -473,16 +573,53 @@ def parse_args() -> argparse.Namespace:
         help="seconds to wait after a phase for chat-user-message events still missing (not timed)",
     )
     parser.add_argument("--only", choices=SERVERS, help="measure one server only")
+    parser.add_argument(
+        "--guard",
+        type=float,
+        metavar="RATIO",
+        help="CI guard: only B phases, Tether and the floor alternating for --rounds rounds; exit "
+        f"status {GUARD_EXCEEDED} when Tether's daphne CPU per message is over RATIO x the floor's (median)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of --guard or --observability")
+    parser.add_argument(
+        "--observability",
+        action="store_true",
+        help="only B phases on two Tether daphnes, metrics and JSON logs on and off, alternating for --rounds rounds",
+    )
+    parser.add_argument(
+        "--server",
+        choices=(*ASGI_SERVERS, "both"),
+        default="both",
+        help="the ASGI server every process runs on: daphne, uvicorn, or both in turn (default)",
+    )
     common.add_websocket_size_argument(parser)
     parser.add_argument("--profile", action="store_true", help="run the Tether daphne under cProfile")
     parser.add_argument("--profile-lines", type=int, default=40)
     parser.add_argument("--keep-data", action="store_true", help="leave the bench user's threads behind")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.guard is not None and args.only is not None:
+        parser.error("--guard compares Tether with the floor: it takes no --only")
+    if args.observability and (args.guard is not None or args.only is not None):
+        parser.error("--observability compares two Tethers: it takes no --guard or --only")
+    return args
 
 
 def main() -> int:
     args = parse_args()
     started = time.perf_counter()
+    statuses = []
+    for server in ASGI_SERVERS if args.server == "both" else (args.server,):
+        if args.server == "both":
+            print(f"\n=== {server} ===", flush=True)
+        statuses.append(run_on(server, args))
+    print(f"\ntotal {time.perf_counter() - started:.1f}s")
+    return 1 if 1 in statuses else max(statuses)
+
+
+def run_on(asgi_server: str, args: argparse.Namespace) -> int:
+    """The whole bench (Tether, baseline and floor; Tether and the floor under ``--guard``) with
+    every process on ``asgi_server``, daphne or uvicorn: 0, 1 (a reply was wrong, or no phase
+    ran) or GUARD_EXCEEDED."""
     with tempfile.TemporaryDirectory(prefix="tether-echo-") as tmp:
         workdir = Path(tmp)
         env = common.bench_env(
@@ -492,37 +629,54 @@ def main() -> int:
             SEND_THROTTLE_RATE="1000000/min",
         )
         created, token = common.prepare_bench(env, BENCH_USER)
+        args.database = common.database_name(env)  # PostgreSQL CPU: this database's backends
 
-        daphne_args = common.websocket_size_args(args.ws_max_message_size)
+        daphne_args = common.websocket_size_args(args.ws_max_message_size, asgi_server)
         profile_path = workdir / "tether.prof" if args.profile else None
         servers: list[Server] = []
         try:
-            if args.only in (None, "tether"):
+            if args.observability:
+                for name, extra in OBSERVABILITY.items():
+                    on_env = {**env, **extra}
+                    if extra["METRICS_ENABLED"] == "1":
+                        on_env["PROMETHEUS_MULTIPROC_DIR"] = str(workdir / "prometheus")
+                    daphne = common.Daphne(
+                        on_env,
+                        workdir / f"{name}.log",
+                        args=daphne_args,
+                        label=f"tether {name}",
+                        server=asgi_server,
+                    )
+                    servers.append(Server(name, daphne, token, "client_message", handshake=True))
+            elif args.only in (None, "tether"):
                 daphne = common.Daphne(
                     env,
                     workdir / "tether.log",
                     args=daphne_args,
-                    label="tether daphne",
+                    label=f"tether {asgi_server}",
                     profile_to=profile_path,
+                    server=asgi_server,
                 )
                 servers.append(Server("tether", daphne, token, "client_message", handshake=True))
-            if args.only in (None, "baseline", "floor"):
+            if args.only in (None, "baseline", "floor") and not args.observability:  # --guard: the floor only
                 daphne = common.Daphne(
                     env,
                     workdir / "baseline.log",
                     BASELINE_APP,
-                    label="baseline daphne",
+                    label=f"baseline {asgi_server}",
                     args=daphne_args,
                     ready_path="/",
+                    server=asgi_server,
                 )
-                if args.only in (None, "baseline"):
+                if args.only in (None, "baseline") and args.guard is None:
                     servers.append(Server("baseline", daphne, None, "echo", handshake=False))
                 if args.only in (None, "floor"):
                     servers.append(Server("floor", daphne, None, "floor", handshake=False))
             for daphne in daphnes(servers):
                 daphne.wait_ready()
             load_before = os.getloadavg()[0]
-            phases = asyncio.run(run_bench(servers, args))
+            measure = run_guard if args.guard is not None or args.observability else run_bench
+            phases = asyncio.run(measure(servers, args))
             load_after = os.getloadavg()[0]
             server_errors = [f"{d.label}: {line}" for d in daphnes(servers) for line in d.problems()]
         except BaseException:
@@ -536,15 +690,19 @@ def main() -> int:
                 common.remove_users(BENCH_USER)
         context = (
             f"PostgreSQL {common.database_name(env)}{' (created)' if created else ''}, "
-            f"{common.channel_layer(env)}, 1 daphne process per server"
-            f"{', Tether daphne under cProfile' if args.profile else ''}, {os.cpu_count()} cores, "
+            f"{common.channel_layer(env)}, 1 {asgi_server} process per server"
+            f"{f', Tether {asgi_server} under cProfile' if args.profile else ''}, {os.cpu_count()} cores, "
             f"{args.warmup} warmup messages per client, load avg {load_before:.1f} -> {load_after:.1f}"
         )
         report(phases, context, args, server_errors)
+        if args.observability:
+            observability_cost(phases, args)
+        within_guard = args.guard is None or guard_passed(phases, args)
         if profile_path is not None:
-            common.print_profile(profile_path, args.profile_lines, "Tether daphne")
-    print(f"\ntotal {time.perf_counter() - started:.1f}s")
-    return 1 if any(p.errors for p in phases) or not phases else 0
+            common.print_profile(profile_path, args.profile_lines, f"Tether {asgi_server}")
+    if any(p.errors for p in phases) or not phases:
+        return 1
+    return 0 if within_guard else GUARD_EXCEEDED
 
 
 if __name__ == "__main__":

@@ -43,6 +43,11 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench"
 CHAT_APP = "bench.lifecycle_app"
 BENCH_USER = "bench-lifecycle"
 RECONNECT_BAR = 1.5
+# Issue 22: a resume of BIG_RESUME steps against one of SMALL_RESUME, same run. The whole
+# thread (what a Chainlit client gets) within FULL_RESUME_BAR; a paged one (--resume-steps,
+# what the web page asks for) within PAGED_RESUME_BAR.
+SMALL_RESUME, BIG_RESUME = 100, 5000
+FULL_RESUME_BAR, PAGED_RESUME_BAR = 5.0, 1.5
 
 WORDS = (
     "the",
@@ -490,6 +495,25 @@ def report(
                 ["N steps", "resume_thread_dict ms", "json encode ms", "resume_thread KiB", "bytes/step"],
                 read_rows,
             )
+        )
+
+    resumes = {
+        s.n: statistics.median(s.samples)
+        for s in results
+        if s.label == "resume -> resume_thread arrived" and s.samples and s.n is not None
+    }
+    if SMALL_RESUME in resumes and BIG_RESUME in resumes:
+        ratio = resumes[BIG_RESUME] / resumes[SMALL_RESUME]
+        paged = bench.args.resume_steps is not None
+        bar = PAGED_RESUME_BAR if paged else FULL_RESUME_BAR
+        kind = f"paged (resumeSteps {bench.args.resume_steps})" if paged else "full"
+        sizes = ", ".join(
+            f"N={n}: {reads[n]['bytes'] / 1e6:.2f} MB" for n in (SMALL_RESUME, BIG_RESUME) if n in reads
+        )
+        print()
+        print(
+            f"{kind} resume N={BIG_RESUME} / N={SMALL_RESUME}: {ratio:.2f}x  "
+            f"[{'PASS' if ratio <= bar else 'FAIL'}] must be within {bar}x; resume_thread {sizes}"
         )
 
     failures = [s for s in results if s.failed and "on_chat_resume" not in s.label]

@@ -1,6 +1,7 @@
-"""Several daphne processes behind nginx on one address, supervised: ``make cluster``.
+"""Several daphne (or uvicorn) processes behind nginx on one address, supervised: ``make cluster``.
 
-``python -m chatproject.cluster`` starts ``--processes`` daphne processes on ports of their
+``python -m chatproject.cluster`` starts ``--processes`` server processes (``--server``, by
+default ``SERVER`` from the environment, else daphne: ``chatproject.servers``) on ports of their
 own (``--port`` + 1, + 2, ...) and nginx on ``--port`` with a rendered copy of
 ``chatproject/nginx/tether.conf``, the production file with only its listen and backend lines
 replaced. Every file it writes (the rendered configuration, nginx's pid file, logs and
@@ -39,13 +40,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+# The Makefile's DAPHNE_ARGS and UVICORN_ARGS are the servers' defaults (`make run`; `make
+# cluster` passes its own): daphne's 1 MiB WebSocket message cap also limits what the server
+# sends, and a long resume_thread is bigger.
+from chatproject.servers import SERVER_ARGS, UnknownServer, chosen_server, server_command
+
 ROOT = Path(__file__).resolve().parent.parent
 SITE_TEMPLATE = Path(__file__).resolve().parent / "nginx" / "tether.conf"
-ASGI_APP = "chatproject.asgi:application"
-# The Makefile's DAPHNE_ARGS (`make run`, and `make cluster` passes its own): daphne's 1 MiB
-# WebSocket message cap also limits what the server sends, and a long resume_thread is bigger.
-WS_MAX_MESSAGE = str(32 * 1024 * 1024)
-DAPHNE_ARGS = ("--websocket-max-message-size", WS_MAX_MESSAGE, "--websocket-max-frame-size", WS_MAX_MESSAGE)
 # Where nginx is when it is not on PATH (Debian puts it in /usr/sbin, not on a user's PATH).
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 NGINX_INSTALL_HINT = (
@@ -167,7 +168,8 @@ def render_main(workdir: Path, site: Path, *, worker_connections: int = 4096) ->
 
 @dataclass
 class Daphne:
-    """One daphne process of the cluster, on its own port."""
+    """One server process of the cluster (daphne or uvicorn, the cluster's ``server``), on its
+    own port."""
 
     port: int
     log_path: Path
@@ -217,7 +219,9 @@ def probe(url: str, host: str, timeout: float = 2.0) -> tuple[int, str]:
 
 
 class Cluster:
-    """``processes`` daphne processes behind one nginx on ``host:port``.
+    """``processes`` server processes behind one nginx on ``host:port``: ``server`` (daphne or
+    uvicorn; default ``SERVER`` from ``env`` or this environment, else daphne) with
+    ``daphne_args`` (default the server's ``SERVER_ARGS``).
 
     ``env`` is added to this process's environment for every daphne (it must name PostgreSQL
     and Redis); ``backend_ports`` defaults to the ports after ``port``; ``workdir`` (default
@@ -234,9 +238,11 @@ class Cluster:
         backend_ports: Sequence[int] | None = None,
         workdir: Path | None = None,
         env: Mapping[str, str] | None = None,
-        daphne_args: Sequence[str] = DAPHNE_ARGS,
+        server: str | None = None,
+        daphne_args: Sequence[str] | None = None,
     ) -> None:
         self.env = {"PROXY_COUNT": "1", **os.environ, **(env or {})}
+        self.server = server or chosen_server(self.env)
         ports = list(backend_ports) if backend_ports else [port + i for i in range(1, processes + 1)]
         if not ports:
             raise ValueError("a cluster needs at least one process")
@@ -244,8 +250,11 @@ class Cluster:
         self.port = port
         var_dir = Path(self.env.get("TETHER_VAR_DIR") or ROOT / "var")
         self.workdir = (workdir or var_dir / "cluster").resolve()
-        self.daphne_args = list(daphne_args)
-        self.daphnes = [Daphne(p, self.workdir / f"daphne-{p}.log") for p in ports]
+        # The processes' metrics files (prometheus-client's multiprocess mode): any process's
+        # /metrics answers for all of them.
+        self.env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(self.workdir / "metrics"))
+        self.daphne_args = list(SERVER_ARGS[self.server] if daphne_args is None else daphne_args)
+        self.daphnes = [Daphne(p, self.workdir / f"{self.server}-{p}.log") for p in ports]
         self.nginx: subprocess.Popen[bytes] | None = None
         self.stop_requested = False
         self._stopping = False
@@ -309,6 +318,7 @@ class Cluster:
         what was started is drained and stopped again."""
         nginx = self.check()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self._fresh_metrics_files()
         self.write_config()
         try:
             for daphne in self.daphnes:
@@ -331,17 +341,8 @@ class Cluster:
         return self
 
     def _spawn(self, daphne: Daphne) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "chatproject.serve",  # daphne's command line with Tether's WebSocket options
-            *self.daphne_args,
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(daphne.port),
-            ASGI_APP,
-        ]
+        # The server's command line with Tether's WebSocket options.
+        command = server_command(self.server, "127.0.0.1", daphne.port, self.daphne_args)
         with open(daphne.log_path, "ab") as log:
             # A process group of its own: Ctrl-C in the terminal reaches the supervisor only,
             # which turns it into the SIGTERM that makes daphne drain.
@@ -481,23 +482,32 @@ class Cluster:
     ) -> None:
         self.stop()
 
+    def _fresh_metrics_files(self) -> None:
+        """An earlier cluster's metrics files would still be counted: a new one starts at zero."""
+        metrics_dir = Path(self.env["PROMETHEUS_MULTIPROC_DIR"])
+        if metrics_dir.is_dir():
+            for old in metrics_dir.glob("*.db"):
+                old.unlink()
+        metrics_dir.mkdir(parents=True, exist_ok=True)
+
     def describe(self) -> str:
         """Where everything is, for the terminal."""
         lines = [
-            f"Tether: {len(self.daphnes)} daphne processes behind nginx on {self.url}/",
+            f"Tether: {len(self.daphnes)} {self.server} processes behind nginx on {self.url}/",
             f"  connect to   {self.url}/  (web UI, API, Socket.IO at /ws/socket.io/)",
             f"  health       {self.url}/healthz  {self.url}/readyz  (answered by any one process)",
+            f"  metrics      {self.daphnes[0].url}/metrics  (every process's; deploy/prometheus.yml)",
         ]
         for daphne in self.daphnes:
             lines.append(
-                f"  daphne       {daphne.url}/  pid {daphne.pid}  log {self._shown(daphne.log_path)}"
+                f"  {self.server:<12} {daphne.url}/  pid {daphne.pid}  log {self._shown(daphne.log_path)}"
             )
         nginx_pid = self.nginx.pid if self.nginx is not None else None
         lines.append(
             f"  nginx        pid {nginx_pid}  config {self._shown(self.site_path)}  "
             f"logs {self._shown(self.workdir)}/nginx-*.log"
         )
-        lines.append("Ctrl-C (or SIGTERM) drains the daphne processes, then stops nginx.")
+        lines.append(f"Ctrl-C (or SIGTERM) drains the {self.server} processes, then stops nginx.")
         return "\n".join(lines)
 
     @staticmethod
@@ -517,22 +527,27 @@ def _ports(text: str) -> list[int]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m chatproject.cluster",
-        description="Run several daphne processes behind nginx on one address (make cluster).",
+        description="Run several daphne or uvicorn processes behind nginx on one address (make cluster).",
     )
-    parser.add_argument("--processes", type=int, default=2, help="daphne processes (default 2)")
+    parser.add_argument("--processes", type=int, default=2, help="server processes (default 2)")
+    parser.add_argument(
+        "--server", help="daphne or uvicorn (default: SERVER from the environment, else daphne)"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address nginx listens on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port nginx listens on (default 8000)")
     parser.add_argument(
         "--backend-ports",
         type=_ports,
-        help="the daphne processes' ports, comma-separated (default PORT+1...)",
+        help="the server processes' ports, comma-separated (default PORT+1...)",
     )
     parser.add_argument("--workdir", type=Path, help="where files go (default var/cluster)")
     parser.add_argument(
         "--check", action="store_true", help="only check PostgreSQL, Redis and nginx, then exit"
     )
     parser.add_argument(
-        "daphne_args", nargs="*", help="daphne's options after --, instead of the defaults (make run's)"
+        "daphne_args",
+        nargs="*",
+        help="the server's options after --, instead of the defaults (make run's)",
     )
     return parser.parse_args(argv)
 
@@ -540,21 +555,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     """Start the cluster, supervise it until SIGINT, SIGTERM or SIGHUP, drain it; the exit status."""
     args = parse_args(argv)
-    cluster = Cluster(
-        processes=args.processes,
-        host=args.host,
-        port=args.port,
-        backend_ports=args.backend_ports,
-        workdir=args.workdir,
-        daphne_args=args.daphne_args or DAPHNE_ARGS,
-    )
     try:
+        cluster = Cluster(
+            processes=args.processes,
+            host=args.host,
+            port=args.port,
+            backend_ports=args.backend_ports,
+            workdir=args.workdir,
+            server=args.server and chosen_server({"SERVER": args.server}),
+            daphne_args=args.daphne_args or None,
+        )
         nginx = cluster.check()
-    except ClusterRefused as refusal:
+    except (ClusterRefused, UnknownServer) as refusal:
         print(f"make cluster: {refusal}", file=sys.stderr)
         return 2
     if args.check:
-        print(f"PostgreSQL and Redis are configured; nginx is {nginx}")
+        print(f"PostgreSQL and Redis are configured; nginx is {nginx}; the server is {cluster.server}")
         return 0
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -589,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterFailed as failure:
         print(f"make cluster: {failure}", file=sys.stderr, flush=True)
         status = 1
-    print("draining the daphne processes (Ctrl-C again to stop them at once)", flush=True)
+    print(f"draining the {cluster.server} processes (Ctrl-C again to stop them at once)", flush=True)
     cluster.stop()
     print("stopped", flush=True)
     return status

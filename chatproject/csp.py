@@ -56,3 +56,35 @@ class AdminContentSecurityPolicyMiddleware(MiddlewareMixin):
         if request.path.startswith(reverse("admin:index")):  # the resolver caches it
             response.headers.setdefault("Content-Security-Policy", ADMIN_CSP)
         return response
+
+
+# Chainlit's frontend (chainlit_frontend), served from a Chainlit build. Its index.html loads
+# the Inter font's style sheet from Google Fonts and KaTeX's from jsDelivr (their font files
+# from fonts.gstatic.com and jsDelivr); its two inline scripts (``const global = globalThis``
+# and the injected ``window.theme``) run by their hashes, nothing else inline. Its
+# components insert <style> elements at run time (Radix, sonner, KaTeX), so styles, unlike
+# scripts, are allowed inline. It talks to this origin only (its API and socket are here).
+CHAINLIT_STYLE_ORIGINS = ["https://fonts.googleapis.com", "https://cdn.jsdelivr.net"]
+CHAINLIT_FONT_ORIGINS = ["https://fonts.gstatic.com", "https://cdn.jsdelivr.net"]
+
+
+def chainlit_frontend_csp(script_hashes: list[str], font_urls: list[str]) -> str:
+    """The policy of Chainlit's index page: ``script_hashes`` are its inline scripts',
+    ``font_urls`` the origins of a theme's own font style sheets."""
+    style_origins = [*CHAINLIT_STYLE_ORIGINS, *(o for o in font_urls if o not in CHAINLIT_STYLE_ORIGINS)]
+    return "; ".join(
+        [
+            "default-src 'self'",
+            " ".join(["script-src 'self'", *script_hashes]),
+            " ".join(["style-src 'self' 'unsafe-inline'", *style_origins]),
+            " ".join(["font-src 'self' data:", *CHAINLIT_FONT_ORIGINS]),
+            "img-src 'self' data: blob:",
+            "media-src 'self' blob:",
+            "connect-src 'self'",
+            "worker-src 'self' blob:",
+            "object-src 'none'",
+            "base-uri 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        ]
+    )

@@ -1,6 +1,6 @@
 """Liveness and readiness of one server process: ``GET /healthz`` and ``GET /readyz``.
 
-Several daphne processes stand behind one address (README, "Running several processes"), and
+Several daphne processes stand behind one address (docs/several-processes.md), and
 whatever balances them (a proxy with active checks, an orchestrator, a supervisor) asks each
 process two different questions:
 

@@ -1,4 +1,4 @@
-"""How Tether runs daphne: ``python -m chatproject.serve [daphne's arguments] chatproject.asgi:application``.
+"""How Tether runs daphne (the default server, ``chatproject.servers``): ``python -m chatproject.serve [daphne's arguments] chatproject.asgi:application``.
 
 Daphne's own command line, with one change to its WebSocket server: autobahn does not validate
 incoming text frames as UTF-8. Daphne decodes every text frame with Python's codec anyway
@@ -16,16 +16,19 @@ cheaply one by one, still left a thousand of them (70 MiB) waiting at times on a
 until the application has taken half of them, so TCP pushes back on that client alone.
 """
 
+import logging
 from collections.abc import Callable
 from typing import Any, cast
 
+from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface as DaphneCommandLine
 from daphne.server import Server
 from daphne.ws_protocol import WebSocketProtocol
+from django.conf import settings
 
-# Frames of one socket waiting for the application, at most, before its reading pauses (a
-# client that is not flooding has one or two); and how often a paused socket looks again.
-RECEIVE_HIGH_WATER = 32
+from chatproject.servers import RECEIVE_HIGH_WATER
+
+# How often a paused socket looks again.
 RESUME_CHECK_SECONDS = 0.005
 
 
@@ -60,6 +63,20 @@ class TetherWebSocketProtocol(WebSocketProtocol):  # type: ignore[misc]  # daphn
         cast(Any, reactor).callLater(RESUME_CHECK_SECONDS, self.resume_when_drained)
 
 
+class AccessLogLines:
+    """A stream for daphne's access log that hands each entry to the ``daphne.access`` logger."""
+
+    def __init__(self) -> None:
+        self.logger = logging.getLogger("daphne.access")
+
+    def write(self, text: str) -> None:
+        if text.strip():
+            self.logger.info(text.strip())
+
+    def flush(self) -> None:
+        pass
+
+
 class TetherServer(Server):  # type: ignore[misc]
     """Daphne's server; once it has built its WebSocket factory (``ready_callable`` runs just
     before the reactor starts), the factory is given Tether's protocol and options."""
@@ -67,6 +84,10 @@ class TetherServer(Server):  # type: ignore[misc]
     ready_callable: Callable[[], None] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get("action_logger") is not None and settings.LOG_FORMAT == "json":
+            # daphne writes its access log to stdout as text; under LOG_FORMAT=json each
+            # entry goes through logging instead, a JSON line like every other.
+            kwargs["action_logger"] = AccessLogGenerator(AccessLogLines())
         super().__init__(*args, **kwargs)
         self.when_ready = self.ready_callable
         self.ready_callable = self.tune_websockets

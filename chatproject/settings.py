@@ -6,6 +6,8 @@ in-memory channel layer (one process only). Set both to run several daphne proce
 
 import json
 import os
+import secrets
+import socket
 from datetime import timedelta
 from pathlib import Path
 
@@ -69,9 +71,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    "django_tasks",
+    "django_tasks_db",
     "threads_app",
     "media_app",
     "sessions_app",
+    "chainlit_compat",
+    "chainlit_frontend",
 ]
 
 MIDDLEWARE = [
@@ -82,6 +88,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A signed-out browser signed in by the chat app's header_auth_callback (sessions_app.app_auth).
+    "sessions_app.app_auth.header_sign_in",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # The admin's pages get a Content-Security-Policy (the chat page sets its own).
@@ -114,12 +122,20 @@ if DATABASE_URL:
     # Under ASGI every sync request runs on a thread of its own, so persistent per-thread
     # connections (CONN_MAX_AGE > 0) pile up; a process-wide pool hands them out instead.
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    # Names this process's connections in pg_stat_activity, so that another process can tell
+    # a stalled one (its connections still open) from a dead one (sessions_app.processes).
+    DB_APPLICATION_NAME = f"tether-{socket.gethostname()[:30]}-{os.getpid()}-{secrets.token_hex(4)}"
+    DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = DB_APPLICATION_NAME
+    DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1,
         "max_size": int(os.environ.get("DB_POOL_SIZE", "20")),
         "timeout": 10,
     }
+    # psycopg's default (Django turns preparing off): only server-binding cursors prepare, and
+    # the only ones are ``threads_app.prepared``'s; the ORM's cursors bind on the client.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 5
 else:
+    DB_APPLICATION_NAME = ""  # one process per SQLite file: nobody to tell stalled from dead
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -160,6 +176,9 @@ if REDIS_URL:
                 ],
                 "capacity": 1000,
                 "expiry": 60,
+                # Seconds a "no member elsewhere" lease is trusted (sessions_app.group_leases);
+                # 0 until the reconnect storm is shown to pass with it on a quiet machine.
+                "group_lease": float(os.environ.get("CHANNEL_GROUP_LEASE", "0")),
             },
         }
     }
@@ -196,6 +215,8 @@ AUTH_PASSWORD_VALIDATORS = [
 # live in the database, so every server process counts the same failures.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    # The chat app's password_auth_callback, when it has one (sessions_app.app_auth).
+    "sessions_app.app_auth.AppPasswordBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_ENABLED = _env_bool("LOGIN_LOCKOUT", True)
@@ -219,6 +240,11 @@ if os.environ.get("PASSWORD_HASHERS"):
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# Tokens a process takes from a user's Redis budget at once and spends without a round trip
+# (threads_app.token_bucket). 1: every send asks Redis, exact across processes; more saves
+# the round trip but may refuse a user who alternates processes up to that many tokens early.
+BUDGET_ALLOWANCE = int(os.environ.get("BUDGET_ALLOWANCE", "1"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -276,6 +302,14 @@ STATIC_ROOT = VAR_DIR / "static"
 # --- Tether ---------------------------------------------------------------------------
 # Dotted path of the app module whose hooks answer the chat.
 CHAT_APP = os.environ.get("CHAT_APP", "sessions_app.default_app")
+# Where Chainlit's HTTP API is served (``chainlit_compat``): beside Chainlit's frontend, whose
+# own routes (``/``, ``/thread/<id>``, ``/login``) are Tether's page routes at the root.
+CHAINLIT_PATH_PREFIX = "/" + os.environ.get("CHAINLIT_PATH_PREFIX", "/chainlit").strip("/")
+# A directory of Chainlit's translation files (``en-US.json``, ...), e.g. ``chainlit/translations``
+# of the chainlit wheel; unset, ``/project/translations`` answers an empty translation.
+CHAINLIT_TRANSLATIONS_DIR = os.environ.get("CHAINLIT_TRANSLATIONS_DIR", "")
+# Threads for the app's synchronous code: plain ``def`` hooks and ``chat.make_async`` calls.
+CHAT_APP_THREADS = int(os.environ.get("CHAT_APP_THREADS", "32"))
 
 
 def _starters_setting(raw: str) -> list[dict[str, str]]:
@@ -313,6 +347,10 @@ USER_ENV_MAX_BYTES = int(os.environ.get("USER_ENV_MAX_BYTES", "16384"))
 # one whose heartbeat is older than PROCESS_DEAD_AFTER is dead; what it held is taken over.
 PROCESS_HEARTBEAT_EVERY = float(os.environ.get("PROCESS_HEARTBEAT_EVERY", "0.5"))
 PROCESS_DEAD_AFTER = float(os.environ.get("PROCESS_DEAD_AFTER", "2"))
+# A process whose beats stopped but whose database connections are still open is stalled,
+# not dead (a loaded host, a long GIL hold, a VM pause, SIGSTOP): the others renew its lease
+# for up to this many seconds of stall (PostgreSQL only; sessions_app.processes).
+PROCESS_STALL_LIMIT = float(os.environ.get("PROCESS_STALL_LIMIT", "30"))
 # How often the recovery loop (sessions_app.recovery) looks for sends nobody holds.
 RECOVERY_EVERY = float(os.environ.get("RECOVERY_EVERY", "1"))
 # Engine runs (subprocesses) nobody used for this many seconds are closed; the thread keeps
@@ -337,12 +375,44 @@ SOCKETIO_PING_INTERVAL = float(os.environ.get("SOCKETIO_PING_INTERVAL", "25"))
 SOCKETIO_PING_TIMEOUT = float(os.environ.get("SOCKETIO_PING_TIMEOUT", "20"))
 SOCKETIO_MAX_PAYLOAD = int(os.environ.get("SOCKETIO_MAX_PAYLOAD", str(1_000_000)))
 
+# Log lines: plain text (the default, for ``make run``) or one JSON object per line
+# (``LOG_FORMAT=json``, chatproject.log_format) carrying the process, session, thread, turn and
+# send ids of the conversation whose work wrote it (chatproject.log_context).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower() or "text"
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "filters": {"conversation_ids": {"()": "chatproject.log_context.ConversationIds"}},
+    "formatters": {"json": {"()": "chatproject.log_format.JsonLines"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["conversation_ids"],
+            **({"formatter": "json"} if LOG_FORMAT == "json" else {}),
+        }
+    },
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING").upper()},
 }
+
+# Prometheus metrics (sessions_app.metrics, served at /metrics by chatproject.metrics_endpoint).
+# Off: every counter is a no-op and /metrics answers 404. With several processes behind one
+# address, PROMETHEUS_MULTIPROC_DIR (an environment variable read by prometheus-client) names a
+# directory they share, so that any of them answers for all (``make cluster`` sets it).
+METRICS_ENABLED = _env_bool("METRICS_ENABLED", True)
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)  # set but empty: one process's own registry
+elif METRICS_ENABLED:
+    Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# Who may read /metrics: a request carrying ``Authorization: Bearer <METRICS_TOKEN>`` (when
+# set), or one from these networks (the client's address as ``PROXY_COUNT`` reads it).
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = [
+    n.strip()
+    for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128").split(",")
+    if n.strip()
+]
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)
@@ -351,6 +421,22 @@ ECHO_STATE_DIR = Path(os.environ.get("ECHO_STATE_DIR", VAR_DIR / "echo"))
 # Seconds the echo engine waits before each streamed word when a box sets no ``slow`` option:
 # a demo pace at which streaming, stop and queueing can be watched (0: as fast as it can).
 ECHO_DEMO_PACE = max(0.0, float(os.environ.get("ECHO_DEMO_PACE") or 0))
+# Chainlit's own web frontend and copilot widget, served by Tether (chainlit_frontend) under
+# CHAINLIT_PATH_PREFIX (above), where Chainlit's HTTP API answers too. CHAINLIT_FRONTEND_DIR names a
+# build (``manage.py install_chainlit_frontend`` writes one to var/chainlit-frontend/): unset,
+# nothing is served there and Tether's own page stays the only one. CHAINLIT_PUBLIC_DIR is a
+# Chainlit app's ``public/`` directory (theme.json, favicon, logo_light/dark, avatars/), optional.
+CHAINLIT_FRONTEND_DIR = (
+    Path(os.environ["CHAINLIT_FRONTEND_DIR"]) if os.environ.get("CHAINLIT_FRONTEND_DIR") else None
+)
+# The build's translations, unless CHAINLIT_TRANSLATIONS_DIR names others.
+if not CHAINLIT_TRANSLATIONS_DIR and CHAINLIT_FRONTEND_DIR is not None:
+    CHAINLIT_TRANSLATIONS_DIR = str(CHAINLIT_FRONTEND_DIR / "translations")
+CHAINLIT_PUBLIC_DIR = (
+    Path(os.environ["CHAINLIT_PUBLIC_DIR"]) if os.environ.get("CHAINLIT_PUBLIC_DIR") else None
+)
+# The name in the frontend's title and link previews (Chainlit's ``[UI] name``).
+CHAINLIT_UI_NAME = os.environ.get("CHAINLIT_UI_NAME", "Tether")
 # Photos in messages (media_app): the largest photo accepted, in bytes, and how many one
 # message may carry. Uploads go over HTTP (POST /api/uploads/), not the socket.
 MAX_IMAGE_BYTES = int(os.environ.get("MAX_IMAGE_BYTES", str(10_000_000)))
@@ -384,7 +470,7 @@ UPLOAD_ALLOWED_TYPES = [
 ]
 UPLOAD_MAX_BYTES = int(os.environ.get("UPLOAD_MAX_BYTES", str(MAX_IMAGE_BYTES)))
 
-# --- Limits (the README's limits table) -----------------------------------------------
+# --- Limits (docs/configuration.md, "Limits") ------------------------------------------
 # Request bodies, checked before anything parses them (chatproject.body_limits): the
 # Content-Length first, then the bytes as they stream in. The send endpoint's own default is
 # what a message's photos need (media_app.parsers); uploads take one photo.
@@ -431,6 +517,16 @@ WEBHOOK_RETRY_DELAYS = [
 ]
 WEBHOOK_TIMEOUT = float(os.environ.get("WEBHOOK_TIMEOUT", "10"))
 
+# Durable background work (webhook attempts): django-tasks' database backend, run by worker
+# threads in every server process (sessions_app.task_worker). 0 threads: no process runs
+# tasks (a separate ``manage.py db_worker`` may).
+# No fixed queue list: each deployment's queue is named by its channel layer
+# (sessions_app.webhook_tasks.queue).
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": []}}
+TASK_WORKER_THREADS = int(os.environ.get("TASK_WORKER_THREADS", "2"))
+# Seconds an idle worker waits before looking for a task again.
+TASK_WORKER_INTERVAL = float(os.environ.get("TASK_WORKER_INTERVAL", "0.5"))
+
 # --- Production profile ---------------------------------------------------------------
 # ``DJANGO_ENV=production``: ``manage.py check --deploy`` is clean. Behind a reverse proxy
 # that terminates TLS, set SECURE_PROXY_SSL_HEADER=1 (the proxy must set X-Forwarded-Proto
@@ -438,7 +534,7 @@ WEBHOOK_TIMEOUT = float(os.environ.get("WEBHOOK_TIMEOUT", "10"))
 if PRODUCTION:
     SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", True)
     # Balancers probe each process over plain HTTP on its own port: answer them, not a redirect.
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
     if _env_bool("SECURE_PROXY_SSL_HEADER", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))

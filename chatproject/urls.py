@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -6,7 +7,13 @@ from django.views.defaults import page_not_found
 from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from chatproject import health, views
+from chatproject import health, metrics_endpoint, views
+
+
+def _route_under(prefix: str) -> str:
+    """``/chainlit`` as a route prefix (``chainlit/``); ``/`` is the root."""
+    return f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,6 +21,8 @@ urlpatterns = [
     # Liveness and readiness of this process, for balancers (chatproject.health).
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Prometheus metrics, for an allowed scraper (chatproject.metrics_endpoint).
+    path("metrics", metrics_endpoint.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
@@ -24,6 +33,13 @@ urlpatterns = [
     path("", include("threads_app.urls")),
     path("", include("media_app.urls")),
     path("", include("sessions_app.urls")),
+    # Chainlit's HTTP API, for Chainlit's frontend (chainlit_compat); its sign-in path is also
+    # the frontend's sign-in page.
+    path(_route_under(settings.CHAINLIT_PATH_PREFIX), include("chainlit_frontend.sign_in_urls")),
+    path(_route_under(settings.CHAINLIT_PATH_PREFIX), include("chainlit_compat.urls")),
+    # Chainlit's frontend and copilot (chainlit_frontend), when a build is configured: last,
+    # since its index page answers every other GET under the prefix.
+    path(_route_under(settings.CHAINLIT_PATH_PREFIX), include("chainlit_frontend.urls")),
 ]
 
 

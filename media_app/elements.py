@@ -195,6 +195,12 @@ def thread_element_dicts(thread_id: Any, for_ids: list[Any] | None = None) -> li
     return [element_dict(element) for element in elements.order_by("created_at", "pk")]
 
 
+def owned_element_dict(owner_id: int, thread_id: uuid.UUID, element_id: uuid.UUID) -> dict[str, Any] | None:
+    """The ElementDict of one of the caller's elements in that thread (not deleted), or None."""
+    element = _visible(owner_id).filter(pk=element_id, thread_id=thread_id).first()
+    return None if element is None else element_dict(element)
+
+
 def elements_for(owner_id: int, for_id: uuid.UUID) -> list[Element]:
     return list(_visible(owner_id).filter(for_id=for_id).order_by("created_at", "pk"))
 

@@ -51,6 +51,8 @@ class Element(models.Model):
         PDF = "pdf"
         TEXT = "text"
         PLOTLY = "plotly"
+        # Chainlit's CustomElement: a component of the app's own; its props are its content.
+        CUSTOM = "custom"
 
     class Display(models.TextChoices):
         INLINE = "inline"

@@ -10,6 +10,7 @@ next (a queue, a hook, an integration turn) is the caller's business.
 """
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ class Acceptance:
     record: AcceptedMessage
     created: bool  # this request made the record
     revived: bool  # a failed send brought back by ``retry``
+    read: Any = None  # what ``with_read`` returned, read in the same database call
 
     @property
     def fresh(self) -> bool:
@@ -43,11 +45,14 @@ async def accept_send(
     holder: str = "",
     retry: bool = False,
     queued: bool | None = None,
+    with_read: Callable[[], Any] | None = None,
 ) -> Acceptance:
     """Commit the send (or find it) and, when it is new work, announce it. ``queued``, when
-    the caller knows it already, is stored with the record (repeats answer with it)."""
+    the caller knows it already, is stored with the record (repeats answer with it).
+    ``with_read``: a read the caller needs next, made in the same database call."""
     images = images or []
-    record, created = await database_sync_to_async(accept_message)(
+    record, created, read = await database_sync_to_async(_accept_and_read)(
+        with_read,
         message_id=message_id,
         thread=thread,
         author=author,
@@ -63,4 +68,9 @@ async def accept_send(
         record.state, record.failure, record.queued = AcceptedMessage.State.PENDING, "", None
     if created or revived:
         await publish_accepted(record, author=author.get_username(), image_count=len(images))
-    return Acceptance(record, created, revived)
+    return Acceptance(record, created, revived, read)
+
+
+def _accept_and_read(read: Callable[[], Any] | None, **send: Any) -> tuple[AcceptedMessage, bool, Any]:
+    record, created = accept_message(**send)
+    return record, created, read() if read is not None else None

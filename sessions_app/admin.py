@@ -57,12 +57,19 @@ class BoxAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "engine", "webhook_url", "runtime_owner", "created_at")
     list_filter = ("engine",)
     search_fields = ("name", "owner__username")
-    readonly_fields = ("id", "webhook_secret_set", "runtime_owner", "runtime_heartbeat", "created_at")
+    readonly_fields = (
+        "id",
+        "webhook_secret_set",
+        "runtime_owner",
+        "runtime_heartbeat",
+        "runtime_epoch",
+        "created_at",
+    )
     fieldsets = (
         (None, {"fields": ("owner", "name")}),
         ("Engine", {"fields": ("engine", "engine_options")}),
         ("Webhook", {"fields": ("webhook_url", "webhook_secret_set")}),
-        ("Runtime", {"fields": ("id", "runtime_owner", "runtime_heartbeat", "created_at")}),
+        ("Runtime", {"fields": ("id", "runtime_owner", "runtime_heartbeat", "runtime_epoch", "created_at")}),
     )
     actions = ["rotate_webhook_secret"]
 

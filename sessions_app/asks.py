@@ -13,7 +13,10 @@ models.Ask``) from the moment it is asked:
   conditional UPDATE: one answer wins, every tab gets ``clear_ask``, a late one gets an error;
 - the hook waits on an in-process event (set at once when the answer lands in this process)
   and reads the row every ``POLL`` seconds, so an answer taken by another process reaches it;
-- a timeout (``ask_timeout``), a stop or the session's end closes the row the same way.
+- a timeout (``ask_timeout``), a stop or the session's end closes the row the same way;
+- the row names the process whose hook waits (``asker``): an answer is taken only while it is
+  alive, and the recovery loop closes the asks of a process that died (``close_orphaned``:
+  ``clear_ask`` with a ``reason``), so an answer is never taken and then dropped.
 """
 
 import asyncio
@@ -32,6 +35,8 @@ from sessions_app import inputs
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_to_session
+from sessions_app.mailbox import mailbox
+from sessions_app.processes import live_addresses, unreachable_addresses
 from sessions_app.thread_bus import publish_on_thread
 from threads_app import asks as records
 from threads_app.models import Ask
@@ -111,6 +116,7 @@ async def ask(
         spec=spec,
         message=step,
         deadline=timezone.now() + timedelta(seconds=timeout),
+        asker=await mailbox.channel(),
     )
     event = waiters.add(record.pk)
     try:
@@ -157,9 +163,12 @@ async def _close(record: Ask, state: str) -> None:
         await announce_cleared(record)
 
 
-async def announce_cleared(record: Ask) -> None:
-    """``clear_ask`` to the asking session and every tab of the thread."""
+async def announce_cleared(record: Ask, reason: str = "") -> None:
+    """``clear_ask`` to the asking session and every tab of the thread (with ``reason`` when
+    the page should say why the question went away)."""
     cleared = {"askId": str(record.pk), "stepId": str(record.step_id)}
+    if reason:
+        cleared["reason"] = reason
     await emit_to_session(record.session_id, "clear_ask", cleared)
     await publish_on_thread(record.thread_id, "clear_ask", cleared, skip_session=record.session_id)
 
@@ -209,12 +218,36 @@ async def answer_ack(live: "LiveSession", ask_id: uuid.UUID, args: list[Any]) ->
     await _answer(live.user, record, args[0])
 
 
+def _claim(record: Ask, user: User, value: Any) -> bool:
+    return records.claim_answer(record.pk, user, value, live_askers=live_addresses())
+
+
 async def _answer(user: User, record: Ask, raw: Any) -> None:
     value = await database_sync_to_async(_checked_answer)(user, record, raw)
-    if not await database_sync_to_async(records.claim_answer)(record.pk, user, value):
+    if not await database_sync_to_async(_claim)(record, user, value):
+        if record.pk in {closed.pk for closed in await close_orphaned()}:
+            raise AskRefused(ASKER_GONE)
         raise AskRefused("this ask is already answered or closed")
     waiters.wake(record.pk)
     await announce_cleared(record)
+
+
+ASKER_GONE = "the server that asked this question stopped; the question is closed"
+
+
+def _orphaned() -> list[Ask]:
+    return records.close_orphaned_asks(
+        live_askers=live_addresses(), unreachable_askers=unreachable_addresses()
+    )
+
+
+async def close_orphaned() -> list[Ask]:
+    """Close the asks whose asking process died (nobody would take their answers) and clear
+    them from every tab, with the reason; returns them (the recovery loop calls this)."""
+    closed = await database_sync_to_async(_orphaned)()
+    for record in closed:
+        await announce_cleared(record, reason=ASKER_GONE)
+    return closed
 
 
 def _checked_answer(user: User, record: Ask, raw: Any) -> Any:

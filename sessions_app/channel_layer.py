@@ -22,7 +22,10 @@ still raise on errors: their callers decide (``emitter``, ``thread_bus``, ``cons
 A message for a channel of this process never goes through Redis: ``send`` puts it straight
 into the channel's queue, and ``group_send`` delivers to the group's members in this process
 (known from their ``group_add``) the same way, then sends through Redis only to members in
-other processes, in one script per Redis connection. Each Redis round trip costs system calls
+other processes, in one script per Redis connection. Finding those members is a Redis round
+trip too, skipped while this process holds a lease saying the group has none elsewhere
+(``group_leases``: a join elsewhere breaks the lease before it returns). Each Redis round trip
+costs system calls
 and a trip through the event loop, and channels-redis's own path (one shared inbox list per
 process, with a capacity) drops group messages silently once a busy process falls behind
 reading it; local members no longer depend on it, and a drop for a remote member is logged
@@ -37,6 +40,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
+
+from sessions_app import metrics
+from sessions_app.group_leases import (
+    BREAK,
+    BROKEN,
+    JOIN,
+    LEASE_SECONDS,
+    MARKER_KEY,
+    READ_MEMBERS,
+    GroupLeases,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +107,11 @@ class Inbox:
 
 
 class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels_redis is untyped
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, group_lease: float = LEASE_SECONDS, **kwargs: Any) -> None:
+        """``group_lease``: seconds a process trusts that a group has no member elsewhere
+        (0: every group_send reads the members in Redis)."""
         super().__init__(*args, **kwargs)
+        self.leases = GroupLeases(seconds=group_lease)
         self._pump_loop: asyncio.AbstractEventLoop | None = None
         self._pump: asyncio.Task[Any] | None = None
         self._queues: defaultdict[str, Inbox] = defaultdict(Inbox)
@@ -103,6 +120,10 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         # Groups of this process's channels, from their group_add / group_discard.
         self._local_groups: defaultdict[str, set[str]] = defaultdict(set)
         self._mine = f"specific.{self.client_prefix}!"
+        # Where other processes tell this one to break its leases, and confirm breaking theirs.
+        self._control = self._mine + "leases"
+        self._marker_key = f"{self.prefix}:{MARKER_KEY}"
+        self._confirming: set[asyncio.Task[None]] = set()
 
     # --- this process's own channels ---------------------------------------------------------
 
@@ -129,12 +150,81 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             assert self.require_valid_channel_name(channel)
             self._deliver(channel, dict(message))
             return
-        await super().send(channel, message)
+        try:
+            await super().send(channel, message)
+        except Exception:
+            metrics.channel_layer_errors.labels("send").inc()
+            raise
 
     async def group_add(self, group: str, channel: str) -> None:
-        await super().group_add(group, channel)
+        """Returns once every process that trusted the group to have no member elsewhere
+        stopped trusting it (``group_leases``)."""
+        try:
+            await self._join(group, channel)
+        except Exception:
+            metrics.channel_layer_errors.labels("group_add").inc()
+            raise
         if channel.startswith(self._mine):
             self._local_groups[group].add(channel)
+
+    async def _join(self, group: str, channel: str) -> None:
+        if not self.leases.enabled:
+            await super().group_add(group, channel)
+        else:
+            assert self.require_valid_group_name(group), "Group name not valid"
+            assert self.require_valid_channel_name(channel), "Channel name not valid"
+            self._ensure_pump(self._mine)  # the holders' confirmations arrive through it
+            index = self.consistent_hash(group)
+            keys = (self._group_key(group), self._lease_key(group), self._marker_key)
+            args = (channel, time.time(), self.group_expiry, self.client_prefix, self.leases.milliseconds)
+            answer = await self.connection(index).eval(JOIN, len(keys), *keys, *args)
+            await self._break_leases(group, int(answer[0]), answer[1:])
+
+    def _lease_key(self, group: str) -> str:
+        return f"{self.prefix}:leases:{group}"
+
+    async def _break_leases(self, group: str, fresh_ms: int, holders: list[bytes]) -> None:
+        """Tell each holder to forget its lease on ``group``; wait for its confirmation, or
+        for its lease to run out."""
+        waits: list[Awaitable[Any]] = []
+        for holder, left_ms in zip(holders[::2], holders[1::2], strict=True):
+            token, confirmed = self.leases.expect_confirmation()
+            await super().send(
+                f"specific.{holder.decode()}!leases",
+                {"type": BREAK, "group": group, "token": token, "reply_to": self._control},
+            )
+            waits.append(self._confirmation(token, confirmed, int(left_ms) / 1000))
+        if fresh_ms > 0:  # Redis's lease records are younger than a lease: older ones may be trusted
+            waits.append(asyncio.sleep(fresh_ms / 1000))
+        if waits:
+            await asyncio.gather(*waits)
+
+    async def _confirmation(self, token: str, confirmed: asyncio.Future[None], timeout: float) -> None:
+        try:
+            await asyncio.wait_for(confirmed, timeout)
+        except TimeoutError:
+            pass  # the lease is over: its holder, dead or slow, no longer trusts it
+        finally:
+            self.leases.waiting.pop(token, None)
+
+    def _on_control(self, message: dict[str, Any]) -> None:
+        """A lease break from a joiner elsewhere (forget at once, then confirm), or the
+        confirmation of one this process asked for."""
+        if message.get("type") == BREAK:
+            self.leases.forget(message["group"])
+            task = asyncio.get_running_loop().create_task(
+                self._confirm(message["reply_to"], message["token"])
+            )
+            self._confirming.add(task)
+            task.add_done_callback(self._confirming.discard)
+        elif message.get("type") == BROKEN:
+            self.leases.confirmed(message["token"])
+
+    async def _confirm(self, reply_to: str, token: str) -> None:
+        try:
+            await super().send(reply_to, {"type": BROKEN, "token": token})
+        except Exception as exc:  # the joiner waits its lease out instead
+            logger.warning("lease break not confirmed to %s: %r", reply_to, exc)
 
     async def group_discard(self, group: str, channel: str) -> None:
         members = self._local_groups.get(group)
@@ -142,7 +232,11 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             members.discard(channel)
             if not members:
                 del self._local_groups[group]
-        await super().group_discard(group, channel)
+        try:
+            await super().group_discard(group, channel)
+        except Exception:
+            metrics.channel_layer_errors.labels("group_discard").inc()
+            raise
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"
@@ -151,15 +245,38 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             shared = dict(message)
             for channel in local:
                 self._deliver(channel, shared)
-        key = self._group_key(group)
-        connection = self.connection(self.consistent_hash(group))
-        async with connection.pipeline(transaction=False) as pipe:
-            pipe.zremrangebyscore(key, min=0, max=int(time.time()) - self.group_expiry)
-            pipe.zrange(key, 0, -1)
-            _, members = await pipe.execute()
-        remote = [name for name in (m.decode() for m in members) if not self._is_local(name)]
-        if remote:
-            await self._send_through_redis(group, remote, message)
+        if self.leases.trusts(group) and self._pump_serves_this_loop():
+            return
+        try:
+            remote = await self._remote_members(group)
+            if remote:
+                await self._send_through_redis(group, remote, message)
+        except Exception:
+            metrics.channel_layer_errors.labels("group_send").inc()
+            raise
+
+    def _pump_serves_this_loop(self) -> bool:
+        """Lease breaks are received by the pump: without it running here, trust nothing."""
+        pump = self._pump
+        return pump is not None and not pump.done() and self._pump_loop is asyncio.get_running_loop()
+
+    async def _remote_members(self, group: str) -> list[str]:
+        """The group's members in other processes, read in Redis; none, and a lease is taken
+        (when this loop can receive its breaks)."""
+        lease = self.leases.enabled and self._pump_serves_this_loop()
+        started, breaks_then = time.monotonic(), self.leases.breaks
+        keys = (self._group_key(group), self._lease_key(group), self._marker_key)
+        args = (int(time.time()) - self.group_expiry, self._mine, self.client_prefix)
+        members = await self.connection(self.consistent_hash(group)).eval(
+            READ_MEMBERS, len(keys), *keys, *args, self.leases.milliseconds if lease else 0
+        )
+        if not members and lease:
+            self.leases.took(group, started, breaks_then)
+        return [member.decode() for member in members]
+
+    async def flush(self) -> None:
+        self.leases.forget_all()
+        await super().flush()
 
     async def _send_through_redis(self, group: str, channels: list[str], message: dict[str, Any]) -> None:
         by_connection, payloads, capacities = self._map_channel_keys_to_connection(channels, message)
@@ -189,6 +306,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
                 self._queues = defaultdict(Inbox)
                 self._last_read = {}
                 self._local_groups = defaultdict(set)
+                self.leases.reset()
             self._pump_loop = loop
             self._pump = loop.create_task(self._receive_forever(real_channel))
 
@@ -200,6 +318,9 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                # Redis may be a new one that lost the leases' records: breaks may be missed.
+                self.leases.forget_all()
+                metrics.channel_layer_errors.labels("receive").inc()
                 logger.warning("channel layer receive failed (%r); retrying in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)
@@ -207,6 +328,9 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             delay = RETRY_FIRST
             now = time.monotonic()
             for channel in target if isinstance(target, list) else [target]:
+                if channel == self._control:
+                    self._on_control(message)
+                    continue
                 self._queues[channel].put(message)
                 self._last_read.setdefault(channel, now)
             self._drop_abandoned()
@@ -216,6 +340,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         if now - self._swept < SWEEP_EVERY:
             return
         self._swept = now
+        self.leases.drop_expired()
         for channel, last in list(self._last_read.items()):
             if now - last > ABANDONED_AFTER:
                 queue = self._queues.get(channel)
@@ -235,6 +360,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                metrics.channel_layer_errors.labels("receive").inc()
                 logger.warning("receive on %s failed (%r); retrying in %.1fs", channel, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX)

@@ -7,9 +7,13 @@ from typing import Any
 
 from django.conf import settings
 
-from sessions_app import actions, asks, lifecycle, limits
+from sessions_app import actions, asks, lifecycle, limits, metrics
 from sessions_app.auth import user_for_token
+from sessions_app.chainlit_events import UNSERVED_EVENTS
+from sessions_app.chat import window_messages
+from sessions_app.chat.hooks import load_app
 from sessions_app.emitter import local_sockets, session_group
+from sessions_app.event_frames import EncodedEvent, from_message
 from sessions_app.live import LiveSession
 from sessions_app.processes import heartbeat
 from sessions_app.record_events import user_group
@@ -34,6 +38,7 @@ EVENT_BUDGETS: dict[str, Budget] = {
     "chat_settings_change": SETTINGS_CHANGES,
     "ask_answer": ASK_ANSWERS,
     "edit_message": SENDS,
+    "window_message": CLICKS,
 }
 
 
@@ -57,7 +62,12 @@ EVENT_HANDLERS: dict[str, Handler] = {
     "clear_session": _without_payload(lifecycle.clear_session),
     "ask_answer": asks.answer_event,
     "action_call": actions.call,
+    **UNSERVED_EVENTS,
+    "window_message": window_messages.received,
 }
+# Chainlit's frontend reads no acks: it learns of a refusal from a ``toast`` (its UI shows one
+# for each), sent beside the ``error`` event when the refused event asked for no ack.
+TOAST_EVENT = "toast"
 
 
 class ChatConsumer(SocketIOConsumer):
@@ -169,13 +179,28 @@ class ChatConsumer(SocketIOConsumer):
         try:
             await limits.spend(budget, self.live.user)
         except limits.OverBudget as refused:
+            metrics.budget_refusals.labels(budget.name).inc()
             # One frame back: the ack when the client asked for one, else the error event.
             if ack_id is not None:
                 await self.ack(ack_id, {"error": str(refused), "retryAfter": refused.retry_after})
             else:
                 await self.emit("error", {"message": str(refused), "event": event})
+                await self.toast(str(refused))
             return False
         return True
+
+    async def refuse(
+        self, message: str, *, event: str, ack_id: int | None, details: dict[str, Any] | None = None
+    ) -> None:
+        """Answer a refused event: the ack (for a client that reads acks) and the ``error``
+        event, as ``emit_error``; and a ``toast`` when no ack was asked for."""
+        await self.emit_error(message, event=event, ack_id=ack_id, details=details)
+        if ack_id is None:
+            await self.toast(message)
+
+    async def toast(self, message: str) -> None:
+        """An error notice Chainlit's UI shows (``{message, type}``, type ``error``)."""
+        await self.emit(TOAST_EVENT, {"message": message, "type": "error"})
 
     async def socketio_event(self, event: str, args: list[Any], ack_id: int | None) -> None:
         handler = EVENT_HANDLERS.get(event)
@@ -187,20 +212,31 @@ class ChatConsumer(SocketIOConsumer):
                 "the session was cleared; reconnect with a new sessionId", event=event, ack_id=ack_id
             )
             return
-        try:
-            answer = await handler(self.live, args[0] if args else None)
-        except lifecycle.BadRequest as bad:
-            await self.emit_error(str(bad), event=event, ack_id=ack_id, details=bad.details)
-            return
-        except (asks.AskRefused, actions.ActionRefused) as bad:
-            await self.emit_error(str(bad), event=event, ack_id=ack_id)
-            return
-        except limits.OverBudget as refused:
-            await self.emit_error(str(refused), event=event, ack_id=ack_id)
-            return
         live = self.live
-        await self._follow_thread(live.thread_id if live and live.has_first_interaction else None)
-        await self.ack(ack_id, answer)
+        meter_token = None
+        if event == "client_message":  # a send: its clock starts (sessions_app.metrics)
+            meter = metrics.TurnMeter(metrics.ENGINE if load_app().engine_runtime else metrics.HOOKS)
+            meter_token = metrics.current_meter.set(meter)
+        try:
+            try:
+                answer = await handler(live, args[0] if args else None)
+            except lifecycle.BadRequest as bad:
+                await self.refuse(str(bad), event=event, ack_id=ack_id, details=bad.details)
+                return
+            except (asks.AskRefused, actions.ActionRefused) as bad:
+                await self.refuse(str(bad), event=event, ack_id=ack_id)
+                return
+            except limits.OverBudget as refused:
+                await self.refuse(str(refused), event=event, ack_id=ack_id)
+                return
+            await self._follow_thread(live.thread_id if live.has_first_interaction else None)
+            await self.ack(ack_id, answer)
+            if meter_token is not None:
+                meter.acked()
+        finally:
+            live.acked()  # a turn claimed with this send starts after its ack (hook_sends)
+            if meter_token is not None:
+                metrics.current_meter.reset(meter_token)
 
     async def _follow_thread(self, thread_id: uuid.UUID | None) -> None:
         """Be on the bus of the thread this socket shows (and only that one)."""
@@ -215,13 +251,17 @@ class ChatConsumer(SocketIOConsumer):
 
     # --- asks answered by acknowledgement (Chainlit's way) ----------------------------------
 
-    async def emit(self, event: str, *args: Any) -> None:
+    async def send_event(self, encoded: EncodedEvent) -> None:
         """``ask`` goes out as a call: its acknowledgement is an answer (``socketio_ack``)."""
-        spec = args[0].get("spec") if event == "ask" and args and isinstance(args[0], dict) else None
-        if not isinstance(spec, dict) or not spec.get("askId"):
-            await super().emit(event, *args)
+        if encoded.event != "ask":
+            await super().send_event(encoded)
             return
-        ack_id = await self.call(event, *args)
+        args = encoded.args
+        spec = args[0].get("spec") if args and isinstance(args[0], dict) else None
+        if not isinstance(spec, dict) or not spec.get("askId"):
+            await super().send_event(encoded)
+            return
+        ack_id = await self.call_encoded(encoded)
         self.asks_by_ack[ack_id] = uuid.UUID(spec["askId"])
         while len(self.asks_by_ack) > MAX_ASKS_BY_ACK:
             del self.asks_by_ack[next(iter(self.asks_by_ack))]
@@ -241,16 +281,16 @@ class ChatConsumer(SocketIOConsumer):
     def wants_offsets(self) -> bool:
         return self.stream is not None
 
-    async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None:
+    async def deliver(self, offset: int | None, encoded: EncodedEvent) -> None:
         """An event of this socket's session (``emitter``): numbered, in order and once for
         a client that asked for offsets; as it comes for any other."""
         if self.stream is not None:
-            await self.stream.deliver(offset, event, args)
+            await self.stream.deliver(offset, encoded)
         else:
-            await self.emit(event, *args)
+            await self.send_event(encoded)
 
     async def session_emit(self, message: dict[str, Any]) -> None:
-        await self.deliver(message.get("offset"), message["event"], message["args"])
+        await self.deliver(message.get("offset"), from_message(message))
 
     async def session_action(self, message: dict[str, Any]) -> None:
         """A click sent over HTTP (``action_views``) for this socket's session."""
@@ -264,7 +304,7 @@ class ChatConsumer(SocketIOConsumer):
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly
-        await self.emit(message["event"], message["data"])
+        await self.send_event(from_message(message))
 
     async def thread_deleted(self, message: dict[str, Any]) -> None:
         """The thread this socket shows was deleted: its turn stops, the session ends, the

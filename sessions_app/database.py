@@ -16,36 +16,22 @@ writer at a time anyway) and when the caller is synchronous code that went throu
 """
 
 import functools
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, ParamSpec, TypeVar
 
 from asgiref.sync import AsyncToSync
 from channels.db import DatabaseSyncToAsync
 from django.conf import settings
 
+from sessions_app.metrics import count_database_trip
+from sessions_app.thread_pools import LazyThreadPool
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class _Executor:
-    """The process's database threads, started on first use."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-
-    def get(self) -> ThreadPoolExecutor:
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=settings.DATABASE_THREADS, thread_name_prefix="database"
-                )
-            return self._pool
-
-
-executor = _Executor()
+# The process's database threads.
+executor = LazyThreadPool("DATABASE_THREADS", "database")
 
 
 @functools.cache
@@ -63,6 +49,7 @@ class database_sync_to_async(Generic[P, R]):
         functools.update_wrapper(self, func)
 
     async def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        count_database_trip()  # of the turn this call belongs to, if any (sessions_app.metrics)
         if not _concurrent_database() or getattr(AsyncToSync.executors, "current", None) is not None:
             return await self._serial(*args, **kwargs)
         if self._pooled is None:

@@ -13,7 +13,6 @@ counter, the entry, the trim and the expiry in one round trip); without it (the 
 default, one process) in this process's memory.
 """
 
-import json
 import logging
 import threading
 import time
@@ -25,6 +24,8 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from sessions_app.event_frames import EncodedEvent
+from sessions_app.wire_json import loads
 from threads_app import redis_clients
 from threads_app.redis_clients import RedisClients
 
@@ -102,7 +103,7 @@ async def _redis_read(
         offset, at, encoded = item.decode().split(" ", 2)
         if int(now) - int(at) > age_ms:
             continue
-        event, args = json.loads(encoded)
+        event, args = loads(encoded)
         entries.append(LoggedEvent(int(offset), event, args))
     return int(latest), entries
 
@@ -145,7 +146,7 @@ class _MemoryLog:
         logged = []
         for item in raw:
             offset, encoded = item.split(" ", 1)
-            event, args = json.loads(encoded)
+            event, args = loads(encoded)
             logged.append(LoggedEvent(int(offset), event, args))
         return latest, logged
 
@@ -164,20 +165,20 @@ class EventLog:
     def _window() -> tuple[int, float]:
         return int(settings.EVENT_REPLAY_MAX_EVENTS), float(settings.EVENT_REPLAY_MAX_AGE)
 
-    async def append(self, session_id: uuid.UUID, event: str, args: list[Any]) -> int | None:
+    async def append(self, session_id: uuid.UUID, event: EncodedEvent) -> int | None:
         """Log the event and return its offset; None when replay is off or the log is
         unavailable (Redis down: the event is still delivered live, just not replayable)."""
         size, age = self._window()
         if size <= 0:
             return None
-        encoded = json.dumps([event, args], separators=(",", ":"))
+        encoded = event.log_entry()  # cut from its frame: not encoded again
         clients = redis_clients.configured()
         if clients is None:
             return self.memory.append(session_id, encoded, size, age)
         try:
             return await _redis_append(clients, session_id, encoded, size, int(age * 1000))
         except (redis.RedisError, OSError) as exc:
-            logger.warning("event %s of session %s not logged for replay: %r", event, session_id, exc)
+            logger.warning("event %s of session %s not logged for replay: %r", event.event, session_id, exc)
             return None
 
     async def since(self, session_id: uuid.UUID, offset: int) -> Missed:

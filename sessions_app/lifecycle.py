@@ -28,7 +28,7 @@ from django.utils import timezone
 from media_app import elements as element_service
 from media_app import services as media_services
 from media_app.images import ImageRejected
-from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, records
+from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, metrics, records
 from sessions_app.chat.hooks import load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
@@ -37,6 +37,7 @@ from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
+from threads_app.budgets import SENDS
 from threads_app.models import AcceptedMessage
 from threads_app.selectors import (
     OMITTED_KEY,
@@ -295,6 +296,7 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     retry = payload.get("retry") is True  # "send again" of a send that failed
     wait = await limits.wait_before_next_send(live.user)
     if wait is not None:
+        metrics.budget_refusals.labels(SENDS.name).inc()
         raise BadRequest(
             f"too many messages: the send rate is limited; send again in {math.ceil(wait)} s",
             retryAfter=math.ceil(wait),

@@ -19,32 +19,50 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from sessions_app import records
-from sessions_app.chat.context import SYSTEM_KEYS, ChatContext, current_session, turn_message
+from chatproject import log_context
+from sessions_app import fence_checks, metrics, records
+from sessions_app.chat.context import (
+    SYSTEM_KEYS,
+    ChatContext,
+    current_session,
+    turn_message,
+    turn_message_shown_as,
+)
 from sessions_app.chat.elements import incoming_elements
 from sessions_app.chat.message import Message
 from sessions_app.chat.step import Step
 from sessions_app.chat_settings import declared_inputs
 from sessions_app.database import database_sync_to_async
-from sessions_app.emitter import emit_to_session
+from sessions_app.emitter import emit_encoded, emit_to_session
+from sessions_app.event_frames import encode_event
 from sessions_app.models import SocketSession
+from sessions_app.replies import PendingReply, ReplySlot
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
 from sessions_app.runtime.engines.base import UserTurn
-from sessions_app.thread_bus import publish_on_thread
+from sessions_app.thread_bus import publish_encoded
 from sessions_app.turns import TurnClaim, stop_handlers
+from threads_app import fencing, step_budgets
 from threads_app import services as thread_services
-from threads_app import step_budgets
+from threads_app.fencing import Fence, Fenced
 from threads_app.models import AcceptedMessage, Thread
 from threads_app.models import Step as ThreadStep
 from threads_app.selectors import context_step_dicts
-from threads_app.wire import step_fields
+from threads_app.wire import client_id_of, live_user_step, step_fields
 
 logger = logging.getLogger(__name__)
 
 # Clicks of one session waiting for their turn, at most: a burst within the click budget
 # queues no more callbacks (each a task holding its arguments) than this.
 MAX_WAITING_CLICKS = 4
+
+
+# Events that show something of a turn's answer: the first one is its "first token".
+OUTPUT_EVENTS = frozenset({"stream_start", "stream_token", "new_message", "update_message"})
+
+
+class _TurnLost(Exception):
+    """A turn's writes were refused: another process took the turn over (``_lose``)."""
 
 
 class TooManyWaiting(Exception):
@@ -100,6 +118,10 @@ class LiveSession:
         # so that a reconnect itself never reads the history.
         self._context_loaded = not record.has_first_interaction
         self._turn_lock = asyncio.Lock()
+        # The turn lock is held for a send being accepted with its turn's claim (``reserve_turn``).
+        self._reserved = False
+        # Turns claimed with their send, waiting for the send's ack to go out first.
+        self._start_after_ack: list[asyncio.Event] = []
         self._save_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.current_task: asyncio.Task[Any] | None = None
@@ -116,6 +138,8 @@ class LiveSession:
         # Messages a running hook is streaming: a stop keeps what was streamed of them.
         # (and the steps it has open).
         self._open_streams: dict[uuid.UUID, Message | Step] = {}
+        # The reply ``Message.send()`` left for the turn's release (``sessions_app.replies``).
+        self._reply = ReplySlot()
         # Click callbacks queued and not started (``run_click``).
         self._waiting_clicks: set[asyncio.Task[Any]] = set()
         # The settings the queued ``on_settings_update`` will get: set while one is queued
@@ -202,21 +226,79 @@ class LiveSession:
     # --- output ---------------------------------------------------------------------------
 
     async def emit(self, event: str, data: Any) -> None:
+        if not await fence_checks.may_show(fencing.current.get()):
+            return  # a turn that was taken over shows nothing more
+        if self._reply.busy():
+            await self.flush_reply()
+        if event in OUTPUT_EVENTS and (meter := metrics.current_meter.get()) is not None:
+            meter.output()
         await emit_to_session(self.id, event, data)
 
     async def save_message(self, message: Message | Step) -> None:
         """Write a message or a step to the transcript (or keep it until the thread exists)."""
+        if self._reply.busy():
+            await self.flush_reply()
+        self._prepare_write(message)
+        written = await database_sync_to_async(self._write_step)(message.to_dict())
+        self._written(message, written)
+
+    def _prepare_write(self, message: Message | Step) -> None:
         self._open_streams.pop(message.id, None)
         message.thread_id = self.thread_id
         _show_as_written(message, step_budgets.fit_step(step_fields(message.to_dict()), room=None))
-        step = message.to_dict()
-        written = await database_sync_to_async(self._write_step)(step)
+
+    def _written(self, message: Message | Step, written: ThreadStep | None) -> None:
         if written is not None:
             message.seq = written.seq
             _show_as_written(
                 message, {"input": written.input, "output": written.output, "metadata": written.metadata}
             )
         self.chat_context.add(message)
+
+    def defer_reply(self, message: Message, event: str) -> bool:
+        """Keep ``message`` (sent by the running hook, shown by ``event``) to be written with
+        the turn's release or at the hook's next suspension, whichever comes first; False when
+        it must be written now (``sessions_app.replies`` says when, and why this is sound)."""
+        running = self.current_task
+        if (
+            running is None
+            or running is not asyncio.current_task()
+            or self._reply.busy()
+            or message.actions
+            or message.elements
+        ):
+            return False
+        self._prepare_write(message)
+        self._reply.pending = PendingReply(message, event, message.to_dict())
+        self.chat_context.add(message)
+        asyncio.get_running_loop().call_soon(self._flush_soon)
+        return True
+
+    def _flush_soon(self) -> None:
+        if self._reply.pending is not None:
+            self._reply.flushing = asyncio.ensure_future(self.flush_reply())
+
+    async def flush_reply(self) -> None:
+        """Write and show the pending reply, if any; wait for a flush under way."""
+        async with self._reply.lock:
+            pending = self._reply.take()
+            if pending is None:
+                return
+            written = await database_sync_to_async(self._write_step)(pending.step)
+            await self._show_reply(pending, written)
+
+    async def _show_reply(self, pending: PendingReply, written: ThreadStep | None) -> None:
+        self._written(pending.message, written)
+        if (meter := metrics.current_meter.get()) is not None:
+            meter.output()
+        await emit_to_session(self.id, pending.event, pending.message.to_dict())
+
+    async def _reply_for_release(self) -> PendingReply | None:
+        """The pending reply, taken for the release's database call (after a flush under way)."""
+        if not self._reply.busy():
+            return None
+        async with self._reply.lock:
+            return self._reply.take()
 
     def _write_step(self, step: dict[str, Any]) -> ThreadStep | None:
         """The step as stored (its text within the budgets), or None while it is deferred."""
@@ -238,7 +320,7 @@ class LiveSession:
             message.streaming = False
             try:
                 await self.save_message(message)
-                await self.emit("update_message", message.to_dict())
+                await self.emit("update_message", message.shown_dict())
             except Exception:
                 logger.exception("could not keep the partial message %s of session %s", message.id, self.id)
 
@@ -246,7 +328,7 @@ class LiveSession:
 
     def will_queue(self) -> bool:
         """A send arriving now would wait behind a turn (what its ack says as ``queued``)."""
-        return self.current_task is not None or bool(self._waiting)
+        return self.current_task is not None or bool(self._waiting) or self._reserved
 
     def answer_send(self, send: AcceptedMessage, *, with_attachments: bool = True) -> None:
         """Queue ``on_message`` for an accepted send (``will_queue`` said whether it waits).
@@ -257,22 +339,71 @@ class LiveSession:
             self._answer,
             with_attachments,
             send=send.pk,
-            prelude=functools.partial(self._transcribe_send, UserTurn.of_send(send)),
+            prelude=functools.partial(self.transcribe_send, send),
         )
         self._waiting[send.pk] = (send, task)
+        metrics.turns_queued.labels(metrics.HOOKS).inc()
 
-    def _transcribe_send(self, turn: UserTurn) -> dict[str, Any]:
-        """The send's user step, written as its turn is claimed (one trip to the database)."""
-        return transcript.user_step(self.thread_id, turn, self.user.get_username())
+    async def reserve_turn(self) -> bool:
+        """Take the session's turn lock for a send whose accepting trip will also claim its
+        turn (``hook_sends``); only when no hook of the session runs or waits here, so that
+        this never suspends and nothing queued here is overtaken. False: the send queues
+        behind them as usual. ``answer_claimed_send`` or ``release_reservation`` follows."""
+        if self._tasks or self._turn_lock.locked() or self.current_task is not None or self._reserved:
+            return False
+        await self._turn_lock.acquire()  # free, with no waiter: returns without suspending
+        self._reserved = True
+        return True
+
+    def release_reservation(self) -> None:
+        self._reserved = False
+        self._turn_lock.release()
+
+    def start_after_ack(self, event: asyncio.Event) -> None:
+        """Let a claimed turn start once the socket has sent the ack of its send (``acked``):
+        the client learns its send was accepted before it sees the send's user step."""
+        self._start_after_ack.append(event)
+
+    def acked(self) -> None:
+        """The ack of the frame just handled went out (or never will): turns may start."""
+        waiting, self._start_after_ack = self._start_after_ack, []
+        for event in waiting:
+            event.set()
+
+    def answer_claimed_send(self, send: AcceptedMessage, claim: TurnClaim, announced: asyncio.Event) -> None:
+        """Run ``on_message`` for a send whose accepting trip claimed its turn and wrote its
+        user step (``claim.prelude_result``): the reserved turn lock passes to its task, which
+        starts once the send is ``announced`` on the thread's bus. Synchronous, so that a
+        claim won is always released by a turn."""
+        self.run_hook(
+            self._answer,
+            False,
+            send=send.pk,
+            prelude=functools.partial(self.transcribe_send, send),
+            claim=claim,
+            announced=announced,
+        )
+
+    def transcribe_send(self, send: AcceptedMessage) -> dict[str, Any]:
+        """The send's user step, written as its turn is claimed (in the claim's database call),
+        under the turn's claim and the send's: a send another process took over while this one
+        stalled is that process's to answer (``Fenced``)."""
+        turn = fencing.current.get()
+        if turn is not None:  # the turn's owner is this process: the send's holder must be too
+            turn = turn.with_also(Fence(AcceptedMessage, send.pk, "holder", None, turn.owner, None))
+        return transcript.user_step(self.thread_id, UserTurn.of_send(send), self.user.get_username(), turn)
 
     async def _answer(self, with_attachments: bool, step: dict[str, Any]) -> None:
         from sessions_app.chat.hooks import load_app  # the registry imports this package
 
         message = Message.from_step(step)
         turn_message.set(message.id)  # the parent of the steps on_message opens
+        turn_message_shown_as.set(client_id_of(step))
         self.chat_context.add(message)
-        await self.emit("new_message", step)
-        await publish_on_thread(self.thread_id, "new_message", step, skip_session=self.id)
+        # One encoding for this socket and the thread's, under the id the client chose.
+        shown = encode_event("new_message", [live_user_step(step)])
+        await emit_encoded(self.id, shown)
+        await publish_encoded(self.thread_id, shown, skip_session=self.id)
         if with_attachments:
             message.elements = await incoming_elements(message.id)
         on_message = load_app().on_message
@@ -282,6 +413,7 @@ class LiveSession:
     async def answer_again(self, on_message: Callable[[Message], Awaitable[Any]], message: Message) -> None:
         """``on_message`` for an edited message: the steps it opens nest under it, as a send's."""
         turn_message.set(message.id)
+        turn_message_shown_as.set(client_id_of(message.to_dict()))
         await on_message(message)
 
     # --- clicks and settings changes: bounded queues ---------------------------------------
@@ -329,9 +461,14 @@ class LiveSession:
         waiting, self._waiting = self._waiting, {}
         for _send, task in waiting.values():
             task.cancel()
+        if waiting:
+            metrics.turns_queued.labels(metrics.HOOKS).dec(len(waiting))
+            metrics.sends_dropped.labels(metrics.HOOKS).inc(len(waiting))
         return [send for send, _task in waiting.values()]
 
     async def delete_message(self, message: Message | Step) -> None:
+        if self._reply.busy():
+            await self.flush_reply()
         self.chat_context.remove(message)
         await database_sync_to_async(thread_services.delete_step)(self.thread_id, message.id)
 
@@ -361,12 +498,15 @@ class LiveSession:
         with_task: bool = True,
         send: uuid.UUID | None = None,
         prelude: Callable[[], Any] | None = None,
+        claim: TurnClaim | None = None,
+        announced: asyncio.Event | None = None,
     ) -> asyncio.Task[Any]:
         """Run a hook as a task of this session; hooks of one session never overlap. ``send``
         names the accepted send the turn answers: its outcome is recorded when the turn ends.
         ``prelude`` (synchronous database work) runs as the turn is claimed; the hook gets its
-        result as its last argument."""
-        task = asyncio.create_task(self._run(hook, args, with_task, send, prelude))
+        result as its last argument. ``claim``: the turn was claimed already, with the turn
+        lock reserved for it (``answer_claimed_send``); the hook waits for ``announced``."""
+        task = asyncio.create_task(self._run(hook, args, with_task, send, prelude, claim, announced))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -378,19 +518,39 @@ class LiveSession:
         with_task: bool,
         send: uuid.UUID | None,
         prelude: Callable[[], Any] | None,
+        taken: TurnClaim | None,
+        announced: asyncio.Event | None,
     ) -> None:
         name = getattr(hook, "__name__", hook)
         outcome = AcceptedMessage.Outcome.REPLIED
-        async with self._turn_lock:
-            async with TurnClaim(self.id, prelude) as claim:
+        reply: PendingReply | None = None
+        meter = metrics.current_meter.get() if send is not None else None
+        log_context.bind(session=self.id, thread=self.thread_id)
+        if taken is None:
+            await self._turn_lock.acquire()
+        running = False
+        try:
+            async with taken or TurnClaim(self.id, prelude) as claim:
+                self._reserved = False
                 if send is not None:
-                    self._waiting.pop(send, None)  # its turn has begun: a stop no longer drops it
+                    # its turn has begun: a stop no longer drops it
+                    if self._waiting.pop(send, None) is not None:
+                        metrics.turns_queued.labels(metrics.HOOKS).dec()
+                    metrics.turns_running.labels(metrics.HOOKS).inc()
+                    running = True
+                    log_context.bind(turn=uuid.uuid4().hex[:12], send=send)
+                    logger.info("turn of send %s began", send)
+                if isinstance(claim.prelude_result, Fenced):  # the send is another process's now
+                    self._lose(claim, claim.prelude_result)
+                    raise _TurnLost
                 self.current_task = asyncio.current_task()
                 self.stopping = False
                 current_session.set(self)
                 if with_task:
                     await self.emit("task_start", None)
                 try:
+                    if announced is not None:
+                        await announced.wait()
                     if prelude is not None:
                         if isinstance(claim.prelude_result, Exception):
                             raise claim.prelude_result
@@ -407,6 +567,9 @@ class LiveSession:
                         outcome = AcceptedMessage.Outcome.INTERRUPTED
                         await self._keep_open_streams(interrupted=True)
                 except Exception as exc:
+                    if isinstance(exc, Fenced) or fencing.is_lost(claim.fence):
+                        self._lose(claim, exc)
+                        raise _TurnLost from exc
                     logger.exception("hook %s of session %s failed", name, self.id)
                     outcome = AcceptedMessage.Outcome.ERROR
                     await self._keep_open_streams(interrupted=False)
@@ -415,12 +578,64 @@ class LiveSession:
                     self.current_task = None
                     if send is not None:
                         claim.settle(send, outcome)
-                    if not self.cleared:
-                        await self.persist()
+                    if not self.cleared and not claim.lost:
+                        try:
+                            await self.persist()
+                        except Fenced as exc:
+                            self._lose(claim, exc)
+                    # A reply the hook sent last is written by the release's database call.
+                    reply = await self._reply_for_release()
+                    if reply is not None:
+                        claim.write_last(functools.partial(self._write_step, reply.step))
+            if claim.lost:
+                return  # taken over: the new owner shows what it answers
+            if reply is not None:
+                await self._after_release(reply, claim.last_written)
+            # Counted before task_end goes out: whoever hears it finds the turn counted.
+            if running:
+                running = False
+                self._turn_ended(outcome, meter)
             # The claim is released before task_end goes out: a reconnect that hears task_end
             # must not find the turn still claimed (it would announce task_start for nothing).
             if with_task and not self.stopping:
                 await self.emit("task_end", None)
+        except _TurnLost:
+            pass  # logged by ``_lose``
+        finally:
+            self._reserved = False
+            self._turn_lock.release()
+            if running:  # the turn ended in an exception
+                self._turn_ended(outcome, meter)
+
+    def _turn_ended(self, outcome: str, meter: metrics.TurnMeter | None) -> None:
+        metrics.turns_running.labels(metrics.HOOKS).dec()
+        metrics.turns.labels(metrics.HOOKS, str(outcome)).inc()
+        if meter is not None:
+            meter.end()
+        logger.info("turn of send %s ended: %s", log_context.bound().get("send"), outcome)
+
+    def _lose(self, claim: TurnClaim, exc: BaseException) -> None:
+        """The turn was taken over while it ran here (this process stalled past its lease):
+        its work is dropped and nothing more of it is shown; logged once."""
+        if claim.lost:
+            return
+        claim.lost = True
+        self._open_streams.clear()
+        self._reply.take()
+        logger.warning(
+            "work of session %s was taken over by another process while this one ran it (%s); it was dropped",
+            self.id,
+            exc,
+        )
+
+    async def _after_release(self, reply: PendingReply, written: Any) -> None:
+        """Show the reply the release wrote; a write that failed is reported like a hook error
+        (the release recorded the send's outcome as an error)."""
+        if isinstance(written, Exception):
+            logger.error("could not write the reply of session %s: %r", self.id, written)
+            await self._report_error(written)
+            return
+        await self._show_reply(reply, written)
 
     async def _report_error(self, exc: Exception | None) -> None:
         """Say in the transcript that the turn failed (``None``: the server stopped mid-turn)."""
@@ -487,10 +702,12 @@ class LiveSessions:
     def put(self, session: LiveSession) -> None:
         with self._lock:
             self._sessions[session.id] = session
+            metrics.sessions_live.set(len(self._sessions))
 
     def clear(self) -> None:
         with self._lock:
             self._sessions.clear()
+            metrics.sessions_live.set(0)
 
     def all(self) -> list[LiveSession]:
         with self._lock:
@@ -500,6 +717,7 @@ class LiveSessions:
         with self._lock:
             if self._sessions.get(session.id) is session:
                 del self._sessions[session.id]
+                metrics.sessions_live.set(len(self._sessions))
         stop_handlers.forget(session.id)
 
     def __len__(self) -> int:

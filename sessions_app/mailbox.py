@@ -56,9 +56,18 @@ class Mailbox:
             ready = self._ready
         assert ready is not None
         if starting:
-            name = await cast(BaseChannelLayer, get_channel_layer()).new_channel()
-            # The liveness row exists before this address can be named by any claim.
-            await database_sync_to_async(heartbeat.register)(name)
+            try:
+                name = await cast(BaseChannelLayer, get_channel_layer()).new_channel()
+                # The liveness row exists before this address can be named by any claim.
+                await database_sync_to_async(heartbeat.register)(name)
+            except BaseException as exc:
+                # Not started: whoever waits for it hears why, and the next use tries again.
+                with self._lock:
+                    if self._ready is ready:
+                        self._loop, self._ready = None, None
+                ready.set_exception(exc)
+                ready.exception()  # retrieved here: waiting callers may be none
+                raise
             self._keep(loop.create_task(self._read(name)))
             ready.set_result(name)
             with self._lock:

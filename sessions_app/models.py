@@ -41,6 +41,8 @@ class SocketSession(models.Model):
     # The running turn's owner (a process token) and its heartbeat; see sessions_app.turns.
     turn_owner = models.CharField(max_length=200, blank=True, default="")
     turn_heartbeat = models.DateTimeField(null=True, blank=True)
+    # The fencing token of the turn claim, bumped by every claim (``threads_app.fencing``).
+    turn_epoch = models.BigIntegerField(default=0, db_default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -70,7 +72,15 @@ class ServerProcess(models.Model):
     hostname = models.CharField(max_length=255, blank=True, default="")
     app = models.CharField(max_length=255, blank=True, default="", help_text="CHAT_APP it runs.")
     started_at = models.DateTimeField(auto_now_add=True)
+    # The lease every claim is judged by: renewed by the process's own beat, or by another
+    # process that saw this one's database connections still open while its beats stopped
+    # (a stall, not a death: ``sessions_app.processes.vouch_for_stalled``).
     heartbeat_at = models.DateTimeField()
+    # The process's own last beat: how long it has been stalled, whoever renewed its lease.
+    beat_at = models.DateTimeField(null=True, blank=True)
+    # Its database connections' ``application_name`` (PostgreSQL), by which another process
+    # tells a stalled process (connections open) from a dead one (the server closed them).
+    db_application = models.CharField(max_length=63, blank=True, default="")
     # Set by a graceful shutdown: the process takes no new work while it finishes what it has.
     draining = models.BooleanField(default=False)
     # Which channel layer it is reachable on (a fingerprint of its configuration): only a

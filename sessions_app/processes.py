@@ -2,11 +2,30 @@
 
 Every claim a process holds (a box's runtime, a session's turn, a socket, an accepted send)
 names the process by its mailbox address. The process keeps a ``ServerProcess`` row with a
-heartbeat, written every ``PROCESS_HEARTBEAT_EVERY`` seconds by a thread of its own (with its
-own database connection), so that a busy event loop or a queue on the database thread never
-makes a live process look dead. A process whose heartbeat is older than
+lease (``heartbeat_at``), renewed every ``PROCESS_HEARTBEAT_EVERY`` seconds by a thread of its
+own (with its own database connection), so that a busy event loop or a queue on the database
+thread never makes a live process look dead. A process whose lease is older than
 ``PROCESS_DEAD_AFTER`` is dead: whatever it held is free. A graceful shutdown deletes the row
 after releasing its claims.
+
+A process that is alive but stalls (a loaded host, a long GIL hold, a VM pause, ``SIGSTOP``)
+stops beating too, and taking its work over while it still runs it answers sends twice. Two
+rules tell a stall from a death (issue 24):
+
+- *The others vouch for it.* A process's connections are named in PostgreSQL by
+  ``DB_APPLICATION_NAME``; a dead process's connections are closed by the kernel at once, a
+  stalled one's stay open. Each beat renews the lease of every process whose beats stopped
+  for half the dead-after time but whose connections are still open (``vouch_for_stalled``),
+  for up to ``PROCESS_STALL_LIMIT`` seconds of stall. A killed process is still judged dead
+  ``PROCESS_DEAD_AFTER`` seconds after its last beat.
+- *A process that stalled itself judges nobody.* Leases are judged against this process's own
+  last beat (``dead_cutoff``), not the wall clock: when a whole machine stalls and wakes, no
+  process finds the others' leases lapsed before its own beat has renewed, and vouched, again.
+
+A stall longer than ``PROCESS_STALL_LIMIT`` (``0`` turns vouching off), or a process cut from
+the database but still running, is taken over; fencing tokens (``threads_app.fencing``) then
+refuse the old owner's writes, and ``ProcessHeartbeat.lease_in_doubt`` tells it, without a
+database trip while its beats are regular, when to re-check a claim before showing anything.
 """
 
 import functools
@@ -16,23 +35,35 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from sessions_app import metrics
 from sessions_app.models import ServerProcess
 
 logger = logging.getLogger(__name__)
 
 
+def dead_cutoff() -> datetime:
+    """Leases older than this have lapsed: ``PROCESS_DEAD_AFTER`` before now, where "now" is
+    at most one beat interval after this process's own last beat (so a process that was
+    stalled itself does not judge others by the time it lost)."""
+    now = timezone.now()
+    last_beat = heartbeat.last_beat
+    if last_beat is not None:
+        now = min(now, last_beat + timedelta(seconds=settings.PROCESS_HEARTBEAT_EVERY))
+    return now - timedelta(seconds=settings.PROCESS_DEAD_AFTER)
+
+
 def live_processes() -> QuerySet[ServerProcess]:
-    """Processes whose heartbeat is fresh (draining ones included: they still finish work)."""
-    cutoff = timezone.now() - timedelta(seconds=settings.PROCESS_DEAD_AFTER)
-    return ServerProcess.objects.filter(heartbeat_at__gte=cutoff)
+    """Processes whose lease holds (draining ones included: they still finish work)."""
+    return ServerProcess.objects.filter(heartbeat_at__gte=dead_cutoff())
 
 
 def live_addresses() -> QuerySet[ServerProcess, Mapping[str, object]]:
@@ -72,6 +103,36 @@ def is_alive(address: str) -> bool:
     return bool(address) and live_processes().filter(address=address).exists()
 
 
+def vouch_for_stalled(me: str, now: datetime) -> int:
+    """Renew the lease of each other process whose beats stopped half the dead-after time
+    ago, less than ``PROCESS_STALL_LIMIT`` ago, and whose database connections are still open
+    (PostgreSQL's ``pg_stat_activity``); returns how many. Renewed at half the dead-after time,
+    and judged against the last beat of whoever judges (``dead_cutoff``), such a lease never
+    lapses while any process beats."""
+    if connection.vendor != "postgresql" or settings.PROCESS_STALL_LIMIT <= 0:
+        return 0
+    table = ServerProcess._meta.db_table  # noqa: SLF001
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET heartbeat_at = %s "  # the table name is the model's
+            "WHERE address <> %s AND db_application <> '' AND heartbeat_at < %s AND beat_at >= %s "
+            "AND db_application IN (SELECT application_name FROM pg_stat_activity)",
+            [
+                now,
+                me,
+                now - timedelta(seconds=settings.PROCESS_DEAD_AFTER / 2),
+                now - timedelta(seconds=settings.PROCESS_STALL_LIMIT),
+            ],
+        )
+        vouched = int(cursor.rowcount)
+    if vouched:
+        metrics.stall_vouches.inc(vouched)
+        logger.warning(
+            "renewed the lease of %d stalled process(es) whose connections are still open", vouched
+        )
+    return vouched
+
+
 class ProcessHeartbeat:
     """Registers this process and keeps its row fresh from a daemon thread."""
 
@@ -82,6 +143,13 @@ class ProcessHeartbeat:
         self.address = ""
         # Set by a graceful shutdown: this process turns new sockets away.
         self.draining = False
+        # When the last beat that reached the database began (None before the first).
+        self.last_beat: datetime | None = None
+        # The same moment on the monotonic clock, and how many times the gap between two
+        # beats was long enough for the lease to lapse (others may have taken this
+        # process's claims meanwhile).
+        self._beat_clock: float | None = None
+        self.lapses = 0
 
     def register(self, address: str) -> None:
         """Write this process's row now (before it claims anything), then ``start``."""
@@ -100,8 +168,9 @@ class ProcessHeartbeat:
             self._thread.start()
 
     def _beat(self) -> None:
+        started = time.monotonic()
         now = timezone.now()
-        updated = ServerProcess.objects.filter(address=self.address).update(heartbeat_at=now)
+        updated = ServerProcess.objects.filter(address=self.address).update(heartbeat_at=now, beat_at=now)
         if not updated:  # first beat, or the row was removed (a test's flush): register again
             ServerProcess.objects.update_or_create(
                 address=self.address,
@@ -110,10 +179,25 @@ class ProcessHeartbeat:
                     "hostname": socket.gethostname(),
                     "app": settings.CHAT_APP,
                     "heartbeat_at": now,
+                    "beat_at": now,
                     "draining": False,
                     "layer": layer_fingerprint(),
+                    "db_application": settings.DB_APPLICATION_NAME,
                 },
             )
+        vouch_for_stalled(self.address, now)
+        # Only now may this process judge others by ``now``: the stalled ones are renewed.
+        self.last_beat = now
+        if self._beat_clock is not None and started - self._beat_clock > _doubt_after():
+            self.lapses += 1  # counted before the clock moves: the doubt never has a gap
+        self._beat_clock = started
+
+    def lease_in_doubt(self, seen: int) -> bool:
+        """Whether this process's lease may have lapsed since a holder last checked its claim
+        (``seen``: ``lapses`` then): its beats stopped for long enough now, or did since. No
+        database trip: while the beats are regular, claims are trusted."""
+        clock = self._beat_clock
+        return self.lapses != seen or (clock is not None and time.monotonic() - clock > _doubt_after())
 
     def _run(self) -> None:
         every = settings.PROCESS_HEARTBEAT_EVERY
@@ -128,11 +212,13 @@ class ProcessHeartbeat:
         connection.close()
 
     def stop(self) -> None:
-        """Stop beating (the row stays; ``unregister`` deletes it)."""
+        """Stop beating (the row stays; ``unregister`` deletes it). With no beats of its own,
+        this process judges leases by the wall clock again."""
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
+        self.last_beat = None
 
     def set_draining(self) -> None:
         ServerProcess.objects.filter(address=self.address).update(draining=True)
@@ -140,6 +226,12 @@ class ProcessHeartbeat:
     def unregister(self) -> None:
         self.stop()
         ServerProcess.objects.filter(address=self.address).delete()
+
+
+def _doubt_after() -> float:
+    """A beat gap after which this process doubts its lease: half the dead-after time, a margin
+    for the other processes' clocks and their beat intervals."""
+    return float(settings.PROCESS_DEAD_AFTER) / 2
 
 
 heartbeat = ProcessHeartbeat()

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from sessions_app.models import SocketSession
 from sessions_app.processes import held_by_live_process
+from threads_app import fencing
 from threads_app.services import save_thread_session
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,11 @@ def get_session(session_id: uuid.UUID) -> SocketSession | None:
     return SocketSession.objects.filter(pk=session_id).first()
 
 
+def is_live_session_of(user_pk: int, session_id: uuid.UUID) -> bool:
+    """Is ``session_id`` a session of that user that has not ended?"""
+    return SocketSession.objects.filter(pk=session_id, user_id=user_pk, ended=False).exists()
+
+
 def claim_flag(session_id: uuid.UUID, flag: str) -> bool:
     """Set ``flag`` if it is still false; True only for the one caller that set it."""
     if flag not in CLAIMABLE_FLAGS:
@@ -124,15 +130,20 @@ def save_user_session(
 ) -> None:
     """Write the persistable user session to the record and the thread, in one transaction.
 
-    A reconnect reads either the whole previous save or the whole new one, never a mix.
+    A reconnect reads either the whole previous save or the whole new one, never a mix. Made
+    from a turn, it is made under the turn's claim (``fencing.current``): a turn that was
+    taken over saves nothing (``Fenced``).
     """
+    fence = fencing.current.get()
     with transaction.atomic():
-        SocketSession.objects.filter(pk=session_id).update(
+        saved = fencing.fenced(SocketSession.objects.filter(pk=session_id), fence).update(
             user_session=persistable,
             chat_profile=chat_profile,
             chat_settings=chat_settings,
             updated_at=timezone.now(),
         )
+        if not saved and fence is not None:
+            raise fencing.Fenced(fence, f"the user session of {session_id}")
         if thread_id is not None:
             save_thread_session(
                 thread_id, metadata=persistable, chat_profile=chat_profile, chat_settings=chat_settings

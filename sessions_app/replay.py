@@ -23,7 +23,9 @@ import secrets
 import uuid
 from typing import Any, Protocol
 
-from sessions_app.event_log import Missed, event_log
+from sessions_app import metrics
+from sessions_app.event_frames import EncodedEvent, encode_event
+from sessions_app.event_log import LoggedEvent, Missed, event_log
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ class RecoveryRefused(ValueError):
 
 class OffsetSocket(Protocol):
     async def emit(self, event: str, *args: Any) -> None: ...
+
+    async def send_event(self, encoded: EncodedEvent) -> None: ...
 
 
 def requested_offset(auth: dict[str, Any]) -> tuple[bool, int | None, str | None]:
@@ -62,7 +66,7 @@ class SessionStream:
         self.pid = ""
         self.recovered = False
         self._missed: Missed | None = None
-        self._held: dict[int, tuple[str, list[Any]]] = {}
+        self._held: dict[int, EncodedEvent] = {}
         self._open = False  # events are held until the replay went out
         self._lock = asyncio.Lock()
         self._filling: asyncio.Task[None] | None = None
@@ -76,6 +80,7 @@ class SessionStream:
         else:
             missed = await event_log.since(self.session_id, offset)
             self.recovered = missed.complete
+            metrics.replays.labels("true" if missed.complete else "false").inc()
             self._missed = missed
             self.delivered = offset if missed.complete else missed.latest
         self.pid = pid if (self.recovered and pid) else secrets.token_urlsafe(12)
@@ -89,22 +94,22 @@ class SessionStream:
             )
             if self._missed is not None and self._missed.complete:
                 for logged in self._missed.events:
-                    await self._send(logged.offset, logged.event, logged.args)
+                    await self._send(logged.offset, _encoded(logged))
             self._missed = None
             await self._catch_up()
             self._open = True
             await self._flush()
 
-    async def deliver(self, offset: int | None, event: str, args: list[Any]) -> None:
+    async def deliver(self, offset: int | None, encoded: EncodedEvent) -> None:
         """A live event for the session (``offset`` None: it could not be logged)."""
         async with self._lock:
             if offset is None:
                 if self._open:
-                    await self.socket.emit(event, *args)
+                    await self.socket.send_event(encoded)
                 return
             if offset <= self.delivered:
                 return  # delivered already (replayed, or a second path)
-            self._held[offset] = (event, args)
+            self._held[offset] = encoded
             if self._open:
                 await self._flush()
                 if self._held and self._filling is None:
@@ -112,7 +117,7 @@ class SessionStream:
 
     async def _flush(self) -> None:
         while (next_event := self._held.pop(self.delivered + 1, None)) is not None:
-            await self._send(self.delivered + 1, *next_event)
+            await self._send(self.delivered + 1, next_event)
         for stale in [o for o in self._held if o <= self.delivered]:
             del self._held[stale]
 
@@ -143,13 +148,18 @@ class SessionStream:
         missed = await event_log.since(self.session_id, self.delivered)
         for logged in missed.events:
             if logged.offset == self.delivered + 1:
-                await self._send(logged.offset, logged.event, logged.args)
+                await self._send(logged.offset, _encoded(logged))
 
-    async def _send(self, offset: int, event: str, args: list[Any]) -> None:
+    async def _send(self, offset: int, encoded: EncodedEvent) -> None:
         self.delivered = offset
         self._held.pop(offset, None)
-        await self.socket.emit(event, *args, str(offset))
+        await self.socket.send_event(encoded.with_offset(offset))  # the offset added, not encoded again
 
     def close(self) -> None:
         if self._filling is not None:
             self._filling.cancel()
+
+
+def _encoded(logged: LoggedEvent) -> EncodedEvent:
+    """An event read back from the log, encoded for the socket it is replayed to."""
+    return encode_event(logged.event, logged.args)

@@ -1,8 +1,10 @@
 """A graceful stop on SIGTERM: finish or hand over the work, release every claim, then exit.
 
 daphne's own SIGTERM handling stops the reactor at once and cancels every connection's
-consumer, so disconnect handlers never complete and claims stay behind until they go stale.
-Under daphne, Tether installs its own SIGTERM handler once the reactor runs; it:
+consumer, so disconnect handlers never complete and claims stay behind until they go stale;
+uvicorn's closes every socket, then stops. Under either server Tether handles SIGTERM itself
+(daphne: a handler installed once the reactor runs; uvicorn: ``chatproject.serve_uvicorn``);
+it:
 
 1. marks the process draining (no new box or send is given to it) and pauses recovery;
 2. stops starting turns: each ChatSession drains (its queue stays pending in the database),
@@ -14,7 +16,7 @@ Under daphne, Tether installs its own SIGTERM handler once the reactor runs; it:
 4. waits up to ``SHUTDOWN_GRACE`` seconds for running turns to finish; a turn still running
    then ends with an error step (what was streamed of it is kept);
 5. releases the boxes it owns and the sends it holds, deletes its liveness row and stops
-   the reactor.
+   the server (daphne's reactor, or uvicorn's main loop).
 
 A second SIGTERM stops at once.
 """
@@ -23,10 +25,12 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.conf import settings
 
+from sessions_app import metrics_files
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
@@ -35,6 +39,8 @@ from sessions_app.processes import heartbeat
 from sessions_app.recovery import recovery_loop
 from sessions_app.runtime.ownership import known_owners, release_all
 from sessions_app.runtime.pool import pools
+from sessions_app.startup import start_soon
+from sessions_app.task_worker import task_workers
 from threads_app.services import release_sends_held_by
 
 logger = logging.getLogger(__name__)
@@ -100,17 +106,23 @@ async def shut_down(grace: float) -> None:
         for thread_session in list(pool.thread_sessions.values()):
             await thread_session.stop()
 
+    # The task workers finish the attempt they run; queued ones wait for another process.
+    await asyncio.to_thread(task_workers.stop)
     logger.info("shutdown: releasing claims")
     if me:
         await database_sync_to_async(release_all)(me)
         await database_sync_to_async(release_sends_held_by)(me)
         await database_sync_to_async(heartbeat.unregister)()
     known_owners.clear()
+    metrics_files.process_exited()
     logger.info("shutdown complete")
 
 
 class GracefulShutdown:
-    """The SIGTERM handler under daphne's reactor."""
+    """The SIGTERM handler, under either server: the first SIGTERM drains, then stops the
+    server; a second one stops it at once. daphne's is installed here
+    (:meth:`install_on_daphne`); uvicorn's server calls :meth:`begin` itself
+    (``chatproject.serve_uvicorn``), and :func:`lifespan` drains a plain uvicorn."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
@@ -128,14 +140,16 @@ class GracefulShutdown:
         loop = asyncio.get_event_loop()
 
         def on_sigterm(_signum: int, _frame: Any) -> None:
-            loop.call_soon_threadsafe(self._begin, reactor)
+            loop.call_soon_threadsafe(self.begin, reactor.stop)
 
         signal.signal(signal.SIGTERM, on_sigterm)
 
-    def _begin(self, reactor: Any) -> None:
+    def begin(self, stop: Callable[[], None], stop_now: Callable[[], None] | None = None) -> None:
+        """On the event loop, for a SIGTERM: the first drains this process, then calls
+        ``stop``; a later one calls ``stop_now`` (by default ``stop``) at once."""
         if self.task is not None:
             logger.warning("second SIGTERM: stopping now")
-            reactor.stop()
+            (stop_now or stop)()
             return
         logger.info("SIGTERM: draining (grace %ss)", settings.SHUTDOWN_GRACE)
 
@@ -145,9 +159,36 @@ class GracefulShutdown:
             except Exception:
                 logger.exception("graceful shutdown failed")
             finally:
-                reactor.stop()
+                stop()
 
         self.task = asyncio.get_running_loop().create_task(drain_then_stop())
 
+    async def drained(self) -> None:
+        """Drain unless a SIGTERM did already; return once the drain is over."""
+        if self.task is None:
+            logger.info("lifespan shutdown: draining (grace %ss)", settings.SHUTDOWN_GRACE)
+            self.task = asyncio.get_running_loop().create_task(shut_down(settings.SHUTDOWN_GRACE))
+        try:
+            await asyncio.shield(self.task)
+        except Exception:
+            logger.exception("graceful shutdown failed")
+
 
 graceful_shutdown = GracefulShutdown()
+
+
+async def lifespan(
+    scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
+) -> None:
+    """The ASGI lifespan scope (uvicorn sends it; daphne does not): the startup starts the
+    process's mailbox and loops (``sessions_app.startup``), and the shutdown drains it, so that ``uvicorn chatproject.asgi:application`` without
+    Tether's wrapper still releases its claims (after uvicorn closed the sockets itself)."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            start_soon(asyncio.get_running_loop())
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await graceful_shutdown.drained()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,17 +1,24 @@
 """Socket.IO protocol v5 (Engine.IO 4) over a Channels WebSocket consumer.
 
 Channels owns the connection, authentication and the channel layer; python-socketio's packet
-classes do the encoding and decoding. This module knows nothing about chats: subclasses
-implement ``socketio_connect``, ``socketio_event`` and ``socketio_disconnect``.
+class decodes and ``event_frames`` encodes (orjson, ``wire_json``): an event reaching several
+sockets is encoded once and written as the same text to each (``send_event``). This module
+knows nothing about chats: subclasses implement ``socketio_connect``, ``socketio_event`` and
+``socketio_disconnect``.
 
-Only the WebSocket transport is served (clients connect with ``transports=['websocket']``), so
-there is no long-polling and no upgrade. Binary attachments are refused with an error.
+Both Engine.IO transports are served, so stock clients connect with their default options.
+A WebSocket opened directly is this consumer. A long-polling session (``sessions_app.polling``)
+is this consumer too, run by the process that answered its handshake and fed the same ASGI
+WebSocket messages from GETs and POSTs (forwarded from any other process: no sticky
+sessions); it names its sid in the scope and offers ``upgrades: ["websocket"]``, and after an
+upgrade its frames travel on that WebSocket. Everything below (limits, budgets, acks,
+heartbeat) is the same for both. Binary attachments are refused with an error.
 """
 
 import logging
 import re
 import secrets
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -21,6 +28,7 @@ from engineio import packet as eio
 from rest_framework.exceptions import ParseError
 from socketio import packet as sio
 
+from sessions_app.event_frames import EncodedEvent, encode_event, encode_packet
 from sessions_app.heartbeats import heartbeats
 from threads_app.parsers import check_shape
 
@@ -95,7 +103,10 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         if not self.accepting_connections():
             await self.close()  # refused at the handshake: the client retries elsewhere
             return
-        self.eio_sid = secrets.token_urlsafe(15)
+        # A long-polling session (``sessions_app.polling``) names its own sid and offers the
+        # upgrade; a WebSocket opened directly has nothing to upgrade to.
+        polling_sid = cast(str | None, self.scope.get("eio_sid"))
+        self.eio_sid: str = polling_sid or secrets.token_urlsafe(15)
         self.sio_sid: str | None = None
         self.closed = False
         self.max_payload = settings.SOCKETIO_MAX_PAYLOAD
@@ -105,7 +116,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
                 eio.OPEN,
                 {
                     "sid": self.eio_sid,
-                    "upgrades": [],
+                    "upgrades": self.scope.get("eio_upgrades", []),
                     "pingInterval": int(settings.SOCKETIO_PING_INTERVAL * 1000),
                     "pingTimeout": int(settings.SOCKETIO_PING_TIMEOUT * 1000),
                     "maxPayload": self.max_payload,
@@ -263,40 +274,48 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
 
     async def _namespace_connect(self, namespace: str, auth: Any) -> None:
         if namespace != self.namespace:
-            await self._send_packet(
-                sio.Packet(sio.CONNECT_ERROR, {"message": "Invalid namespace"}, namespace=namespace)
-            )
+            await self._send_packet(sio.CONNECT_ERROR, {"message": "Invalid namespace"}, namespace=namespace)
             return
         if self.sio_sid is not None:
             return
         if auth is not None and not isinstance(auth, dict):
-            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "auth must be an object"}))
+            await self._send_packet(sio.CONNECT_ERROR, {"message": "auth must be an object"})
             return
         try:
             extra = await self.socketio_connect(auth or {})
         except ConnectionRefused as refusal:
-            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": str(refusal)}))
+            await self._send_packet(sio.CONNECT_ERROR, {"message": str(refusal)})
             return
         except Exception:
             logger.exception("namespace CONNECT failed on socket %s", self.eio_sid)
-            await self._send_packet(sio.Packet(sio.CONNECT_ERROR, {"message": "internal server error"}))
+            await self._send_packet(sio.CONNECT_ERROR, {"message": "internal server error"})
             return
         self.sio_sid = secrets.token_urlsafe(15)
-        await self._send_packet(sio.Packet(sio.CONNECT, {"sid": self.sio_sid, **(extra or {})}))
+        await self._send_packet(sio.CONNECT, {"sid": self.sio_sid, **(extra or {})})
         await self.socketio_connected()
 
-    async def _send_packet(self, packet: sio.Packet) -> None:
-        await self.send(text_data="4" + packet.encode())
+    async def _send_packet(
+        self, packet_type: int, data: Any, *, namespace: str | None = None, ack_id: int | None = None
+    ) -> None:
+        await self.send(text_data=encode_packet(packet_type, data, namespace=namespace, ack_id=ack_id))
 
     async def emit(self, event: str, *args: Any) -> None:
         """Send an event to this socket."""
-        await self._send_packet(sio.Packet(sio.EVENT, [event, *args], binary=False))
+        await self.send_event(encode_event(event, list(args)))
+
+    async def send_event(self, encoded: EncodedEvent) -> None:
+        """Send an encoded event to this socket: the text every socket it reaches writes."""
+        await self.send(text_data=encoded.frame)
 
     async def call(self, event: str, *args: Any) -> int:
         """Send an event that asks the client for an acknowledgement; returns its ack id (the
         answer arrives in ``socketio_ack``)."""
+        return await self.call_encoded(encode_event(event, list(args)))
+
+    async def call_encoded(self, encoded: EncodedEvent) -> int:
+        """``call`` for an encoded event (its ack id is put in front of its text)."""
         self._last_call_id = getattr(self, "_last_call_id", 0) + 1
-        await self._send_packet(sio.Packet(sio.EVENT, [event, *args], id=self._last_call_id, binary=False))
+        await self.send(text_data=encoded.with_ack_id(self._last_call_id))
         return self._last_call_id
 
     async def socketio_ack(self, ack_id: int, args: list[Any]) -> None:
@@ -306,9 +325,7 @@ class SocketIOConsumer(AsyncWebsocketConsumer):
         """Answer a client's acknowledgement request (on ``namespace``, the root's by
         default); a no-op when none was asked for."""
         if ack_id is not None:
-            await self._send_packet(
-                sio.Packet(sio.ACK, list(args), namespace=namespace, id=ack_id, binary=False)
-            )
+            await self._send_packet(sio.ACK, list(args), namespace=namespace, ack_id=ack_id)
 
     async def emit_error(
         self,

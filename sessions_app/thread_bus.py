@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 
+from sessions_app.event_frames import EncodedEvent, encode_event
 from threads_app.models import AcceptedMessage
 from threads_app.wire import iso
 
@@ -27,13 +28,21 @@ async def publish_on_thread(
 ) -> None:
     """Emit ``event`` to every socket showing the thread (but the one of ``skip_session``,
     which got it directly); never raises."""
-    message: dict[str, Any] = {"type": "thread.event", "event": event, "data": data}
+    await publish_encoded(thread_id, encode_event(event, [data]), skip_session=skip_session)
+
+
+async def publish_encoded(
+    thread_id: uuid.UUID, encoded: EncodedEvent, *, skip_session: uuid.UUID | None = None
+) -> None:
+    """``publish_on_thread`` for an event already encoded (its frame text is what each
+    socket writes)."""
+    message: dict[str, Any] = {"type": "thread.event", "event": encoded.event, "frame": encoded.frame}
     if skip_session is not None:
         message["skip_session"] = str(skip_session)
     try:
         await cast(BaseChannelLayer, get_channel_layer()).group_send(thread_group(thread_id), message)
     except Exception as exc:
-        logger.warning("%s for thread %s not published: %r", event, thread_id, exc)
+        logger.warning("%s for thread %s not published: %r", encoded.event, thread_id, exc)
 
 
 async def publish_accepted(accepted: AcceptedMessage, *, author: str, image_count: int) -> None:

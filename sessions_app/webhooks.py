@@ -18,17 +18,19 @@ are read (64 KiB): the rest is never downloaded, whatever the receiver sends.
 A connection error, a timeout or a 5xx is retried after each of the delays in
 ``WEBHOOK_RETRY_DELAYS`` (seconds; the setting, else the environment variable as
 ``"0.5,1,2,4"``, else that default); a 2xx ends it, and so does any other status (a 4xx, a
-redirect): the receiver refused it and sending it again would not change that. Everything
-here is awaited on the event loop (aiohttp); nothing blocks it.
+redirect): the receiver refused it and sending it again would not change that. Each attempt
+is one call of ``attempt``; an integration response's delivery is durable: every attempt is a
+task in the database (``sessions_app.webhook_tasks``), so it survives a restart of every
+process and ends delivered or dead-lettered.
 """
 
-import asyncio
+import dataclasses
+import enum
 import hashlib
 import hmac
 import json
 import logging
 import time
-import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,56 +86,59 @@ def _secret_of(box: Box) -> str:
     return box.webhook_secret
 
 
-async def deliver(box: Box, payload: dict[str, Any]) -> bool:
-    """POST ``payload`` to the box's webhook URL, retrying as described above.
+class Outcome(enum.Enum):
+    """How one attempt ended."""
 
-    Returns whether the receiver took it (a 2xx). No URL: nothing is sent (False).
-    """
+    DELIVERED = "delivered"  # a 2xx
+    REFUSED = "refused"  # another status, or a forbidden destination: not sent again
+    FAILED = "failed"  # a connection error, a timeout or a 5xx: worth another attempt
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    outcome: Outcome
+    problem: str = ""
+
+
+def encode(payload: dict[str, Any]) -> bytes:
+    """A delivery's body, the same bytes on every attempt."""
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+async def attempt(box: Box, body: bytes, delivery: str, number: int = 1) -> Attempt:
+    """POST ``body`` to the box's webhook URL once (attempt ``number`` of ``delivery``)."""
     url = box.webhook_url
     if not url:
-        return False
-    body = json.dumps(payload, separators=(",", ":")).encode()
-    delivery = uuid.uuid4().hex
-    secret = await _secret_of(box)
-    delays = retry_delays()
-    attempts = len(delays) + 1
-    cap = max_response_bytes()
-    for attempt in range(1, attempts + 1):
-        timestamp = str(int(time.time()))
-        headers = {
-            "Content-Type": "application/json",
-            "User-Agent": "Tether-Webhook/1",
-            SIGNATURE_HEADER: sign(secret, timestamp, delivery, body),
-            DELIVERY_HEADER: delivery,
-            TIMESTAMP_HEADER: timestamp,
-        }
-        try:
-            webhook_targets.check_literal(urlsplit(url).hostname or "")
-            async with (
-                aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(**webhook_targets.connector_options()),
-                    timeout=aiohttp.ClientTimeout(total=timeout()),
-                ) as http,
-                http.post(url, data=body, headers=headers, allow_redirects=False) as response,
-            ):
-                status = response.status
-                await _read_capped(response, cap)
-        except webhook_targets.ForbiddenDestination as exc:
-            logger.error("webhook %s to %s refused: %s", delivery, url, exc)
-            return False
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-        else:
-            if 200 <= status < 300:
-                logger.info("webhook %s to %s delivered (attempt %d)", delivery, url, attempt)
-                return True
-            if status < 500:
-                logger.warning("webhook %s to %s refused with %d; not retried", delivery, url, status)
-                return False
-            problem = f"HTTP {status}"
-        if attempt == attempts:
-            break
-        logger.info("webhook %s to %s failed (%s); retrying", delivery, url, problem)
-        await asyncio.sleep(delays[attempt - 1])
-    logger.error("webhook %s to %s failed after %d attempts (%s)", delivery, url, attempts, problem)
-    return False
+        return Attempt(Outcome.REFUSED, "the box has no webhook URL")
+    secret = box.webhook_secret or await _secret_of(box)
+    timestamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Tether-Webhook/1",
+        SIGNATURE_HEADER: sign(secret, timestamp, delivery, body),
+        DELIVERY_HEADER: delivery,
+        TIMESTAMP_HEADER: timestamp,
+    }
+    try:
+        webhook_targets.check_literal(urlsplit(url).hostname or "")
+        async with (
+            aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(**webhook_targets.connector_options()),
+                timeout=aiohttp.ClientTimeout(total=timeout()),
+            ) as http,
+            http.post(url, data=body, headers=headers, allow_redirects=False) as response,
+        ):
+            status = response.status
+            await _read_capped(response, max_response_bytes())
+    except webhook_targets.ForbiddenDestination as exc:
+        logger.error("webhook %s to %s refused: %s", delivery, url, exc)
+        return Attempt(Outcome.REFUSED, f"forbidden destination: {exc}")
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+        return Attempt(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
+    if 200 <= status < 300:
+        logger.info("webhook %s to %s delivered (attempt %d)", delivery, url, number)
+        return Attempt(Outcome.DELIVERED)
+    if status < 500:
+        logger.warning("webhook %s to %s refused with %d; not retried", delivery, url, status)
+        return Attempt(Outcome.REFUSED, f"HTTP {status}")
+    return Attempt(Outcome.FAILED, f"HTTP {status}")

@@ -3,6 +3,7 @@
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.core.management.base import CommandError
 from django.core.management.commands import flush
 from django.db import connections
 
+from chatproject.servers import SERVERS
 from tests.support.proxy import FaultProxy
 from tests.support.redis_server import PrivateRedis
 from tests.support.server import ServerFactory, drop_stray_connections, uses_shared_services
@@ -135,6 +137,41 @@ def engine_server(server_factory, tmp_path_factory):
     """A daphne process running the default app: messages go to the echo engine runtime.
     Its webhooks may go to loopback, where the tests' receivers listen."""
     return server_factory.start_for_session(
+        CHAT_APP="sessions_app.default_app",
+        ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo")),
+        WEBHOOK_ALLOWED_HOSTS="127.0.0.1",
+        TASK_WORKER_THREADS="2",
+    )
+
+
+_other_servers: dict[tuple[str, str], Any] = {}  # (app, server) -> the run's LiveServer
+
+
+def _server_of(kind: str, shared: Any, server_factory: ServerFactory, **env: str) -> Any:
+    """``shared`` when it already runs on ``kind``, else one process of ``kind`` with the same
+    environment, started once for the run."""
+    if shared.server == kind:
+        return shared
+    key = (env.get("CHAT_APP", ""), kind)
+    if key not in _other_servers or not _other_servers[key].alive():
+        _other_servers[key] = server_factory.start_for_session(server=kind, **env)
+    return _other_servers[key]
+
+
+@pytest.fixture(params=SERVERS)
+def server_each(request, server, server_factory):
+    """``server`` (the lifecycle app) under daphne, then under uvicorn: for the tests that
+    stand for the rest under both servers (``SERVER`` picks the one of all the others)."""
+    return _server_of(request.param, server, server_factory)
+
+
+@pytest.fixture(params=SERVERS)
+def engine_server_each(request, engine_server, server_factory, tmp_path_factory):
+    """``engine_server`` (the default app) under daphne, then under uvicorn."""
+    return _server_of(
+        request.param,
+        engine_server,
+        server_factory,
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo")),
         WEBHOOK_ALLOWED_HOSTS="127.0.0.1",

@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("chatproject", "sessions_app", "threads_app", "media_app")
+APPS = ("chatproject", "sessions_app", "threads_app", "media_app", "chainlit_compat")
 
 
 def _module_name(path: Path) -> str:
@@ -103,3 +103,14 @@ def test_threads_app_imports_no_other_app():
 
 def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_app_imports_chainlit_compat():
+    """Chainlit's HTTP API is a layer over the other apps' services: nothing below it needs it."""
+    graph = import_graph()
+    users = {
+        n
+        for n, ts in graph.items()
+        if not n.startswith("chainlit_compat") and any(t.startswith("chainlit_compat") for t in ts)
+    }
+    assert users == set()

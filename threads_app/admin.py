@@ -58,6 +58,7 @@ class ThreadAdmin(admin.ModelAdmin):
         "box",
         "engine_session_id",
         "runtime_owner",
+        "runtime_epoch",
         "last_seq",
         "text_bytes",
         "created_at",
@@ -106,7 +107,18 @@ class StepAdmin(admin.ModelAdmin):
     list_display = ("id", "thread", "seq", "type", "name", "parent_id", "is_error", "start", "duration")
     list_filter = ("type", "is_error")
     search_fields = ("id", "name", "input", "output", "thread__id", "parent_id")
-    readonly_fields = ("id", "thread", "seq", "parent_id", "created_at", "start", "end", "duration")
+    readonly_fields = (
+        "id",
+        "thread",
+        "seq",
+        "parent_id",
+        "created_at",
+        "start",
+        "end",
+        "duration",
+        "writer",
+        "writer_epoch",
+    )
     fields = (
         "id",
         "thread",
@@ -123,6 +135,8 @@ class StepAdmin(admin.ModelAdmin):
         "start",
         "end",
         "duration",
+        "writer",
+        "writer_epoch",
     )
 
     @admin.display(description="duration")

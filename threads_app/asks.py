@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from threads_app.models import Ask, Step
@@ -28,8 +29,10 @@ def open_ask(
     spec: dict[str, Any],
     message: dict[str, Any],
     deadline: datetime,
+    asker: str = "",
 ) -> Ask:
     return Ask.objects.create(
+        asker=asker,
         user=user,
         thread_id=thread_id,
         session_id=session_id,
@@ -54,15 +57,31 @@ def find_open_ask(
     return None
 
 
-def claim_answer(ask_id: uuid.UUID, user: User, answer: Any) -> bool:
-    """Record ``answer`` if the ask is still open and before its deadline; whether it won."""
+def claim_answer(ask_id: uuid.UUID, user: User, answer: Any, *, live_askers: Any = None) -> bool:
+    """Record ``answer`` if the ask is still open, before its deadline and (given
+    ``live_askers``, a subquery of live process addresses) its asker is alive; whether it won."""
     now = timezone.now()
-    return (
-        Ask.objects.filter(pk=ask_id, user=user, state=Ask.State.OPEN, deadline__gt=now).update(
-            state=Ask.State.ANSWERED, answer=answer, closed_at=now
+    asks = Ask.objects.filter(pk=ask_id, user=user, state=Ask.State.OPEN, deadline__gt=now)
+    if live_askers is not None:
+        asks = asks.filter(Q(asker="") | Q(asker__in=live_askers))
+    return asks.update(state=Ask.State.ANSWERED, answer=answer, closed_at=now) == 1
+
+
+def close_orphaned_asks(*, live_askers: Any, unreachable_askers: Any) -> list[Ask]:
+    """Cancel the open asks whose asking process is not among ``live_askers`` (nor on another
+    channel layer, ``unreachable_askers``): nobody would take their answers. Returns them."""
+    with transaction.atomic():
+        closing = list(
+            Ask.objects.select_for_update()
+            .filter(state=Ask.State.OPEN)
+            .exclude(asker="")
+            .exclude(asker__in=live_askers)
+            .exclude(asker__in=unreachable_askers)[:200]
         )
-        == 1
-    )
+        Ask.objects.filter(pk__in=[a.pk for a in closing], state=Ask.State.OPEN).update(
+            state=Ask.State.CANCELLED, closed_at=timezone.now()
+        )
+    return closing
 
 
 def close_ask(ask_id: uuid.UUID, state: str) -> bool:

@@ -31,14 +31,22 @@ class Budget:
     name: str
     what: str
     bucket: TokenBucket = field(init=False, compare=False, repr=False)
+    # The setting last read and its parse: parsed again only when the setting changed.
+    _parsed: tuple[Any, Rate | None] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "bucket", TokenBucket(self.name))
+        object.__setattr__(self, "_parsed", (object(), None))
 
     def rate(self) -> Rate | None:
-        """The rate in force (read on every call, so a settings change applies at once)."""
-        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.name)
-        return Rate.parse(None if rate is None else str(rate))
+        """The rate in force (the setting is read on every call, so a change applies at once;
+        it is parsed only when it changed)."""
+        setting = api_settings.DEFAULT_THROTTLE_RATES.get(self.name)
+        seen, rate = self._parsed
+        if setting is not seen:
+            rate = Rate.parse(None if setting is None else str(setting))
+            object.__setattr__(self, "_parsed", (setting, rate))
+        return rate
 
     def take(self, user_pk: Any) -> float | None:
         """Spend one from the user's bucket (synchronous callers: a request thread). None if

@@ -35,6 +35,9 @@ class Box(models.Model):
     # when it claimed them; see sessions_app.runtime.ownership.
     runtime_owner = models.CharField(max_length=200, blank=True, default="")
     runtime_heartbeat = models.DateTimeField(null=True, blank=True)
+    # The fencing token of that claim: bumped by every claim that changes hands, so writes
+    # made under an older one are refused (``threads_app.fencing``).
+    runtime_epoch = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -59,6 +62,8 @@ class Thread(models.Model):
     # The process running this thread's interactive ChatSession (its mailbox channel); see
     # sessions_app.runtime.ownership.
     runtime_owner = models.CharField(max_length=200, blank=True, default="")
+    # The fencing token of that claim (``threads_app.fencing``), as on ``Box``.
+    runtime_epoch = models.BigIntegerField(default=0, db_default=0)
     # The highest ``Step.seq`` handed out; bumped under a row lock so seqs never collide.
     last_seq = models.BigIntegerField(default=0)
     # UTF-8 bytes of its steps' input and output, against ``THREAD_MAX_BYTES``
@@ -106,6 +111,10 @@ class Step(models.Model):
     created_at = models.DateTimeField()
     start = models.DateTimeField(null=True, blank=True)
     end = models.DateTimeField(null=True, blank=True)
+    # Who wrote the step under which claim (``threads_app.fencing``): the process's mailbox
+    # address and the claim's token; blank for writes made under no claim (the API, a greeting).
+    writer = models.CharField(max_length=200, blank=True, default="", db_default="")
+    writer_epoch = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["thread", "seq"]
@@ -271,6 +280,9 @@ class Ask(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.OPEN)
     answer = models.JSONField(null=True, blank=True)
     deadline = models.DateTimeField()
+    # The server process whose hook waits for the answer (its mailbox address): an ask whose
+    # process died has nobody to take its answer, so it is closed, not answered.
+    asker = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(null=True, blank=True)
 

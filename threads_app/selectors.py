@@ -23,15 +23,17 @@ from django.db.models import (
     Q,
     QuerySet,
     Subquery,
+    TextField,
     Value,
 )
 from django.db.models.expressions import Col
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
-from threads_app.models import AcceptedMessage, Box, Step, StepType, Thread
+from threads_app.models import AcceptedMessage, Box, Feedback, Step, StepType, Thread
 from threads_app.read_budget import read_budget
+from threads_app.read_cuts import MIN_STEP_WIRE_BYTES, cut_seq
 from threads_app.transcript_budgets import (
     CHUNK_ROWS,
     FIRST_CHUNK_ROWS,
@@ -41,7 +43,8 @@ from threads_app.transcript_budgets import (
     take_within,
     wire_bytes,
 )
-from threads_app.wire import STEP_FIELDS, feedback_to_dict, iso, step_row_to_dict, thread_to_dict
+from threads_app.wire import feedback_to_dict, iso, step_row_to_dict, thread_to_dict
+from threads_app.wire_columns import IsoTime, UuidText
 
 
 def thread_owner_id(thread_id: uuid.UUID) -> int | None:
@@ -66,50 +69,84 @@ def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
 
 
 # --- transcript rows ----------------------------------------------------------------------
-# Every transcript read selects its rows through ``_step_values`` and turns them into
+# Every transcript read selects its rows through ``_step_rows`` and turns them into
 # StepDicts with ``_step_dict``: with a content filter registered (``content_filters``; media_app
 # registers one), ``content`` is fetched as the filter's expression (photos already stripped
 # by the database) and shown as the filter says, never parsed whole here. A read for a viewer
 # (``viewer_id``) joins that user's feedback on each step in the same statement, so a step
 # carries its ``feedback`` at no extra query per step.
+#
+# A read of thousands of steps spends its time per row, so the database hands over what the
+# wire shows, as text where it can (``wire_columns``: ids, times), and the metadata as JSON
+# text parsed here (an empty object without a parse): on PostgreSQL no row needs a converter
+# of Django's.
 
 FEEDBACK_COLUMNS = {
     "feedback_pk": F("viewer_feedback__id"),
     "feedback_value": F("viewer_feedback__value"),
     "feedback_comment": F("viewer_feedback__comment"),
 }
+EMPTY_OBJECT = "{}"
 
 
-def _step_values(steps: QuerySet[Step], viewer_id: int | None = None) -> QuerySet[Step, dict[str, Any]]:
-    columns: dict[str, Any] = {}
+def _step_columns(viewer_id: int | None) -> dict[str, Any]:
+    """What a transcript read selects, by the key ``step_row_to_dict`` reads it under."""
+    content_filter = content_filters.active()
+    columns: dict[str, Any] = {
+        "id": UuidText("id"),
+        "thread_id": UuidText("thread_id"),
+        "seq": F("seq"),
+        "type": F("type"),
+        "name": F("name"),
+        "parent_id": UuidText("parent_id"),
+        "input": F("input"),
+        "output": F("output"),
+        "content": F("content") if content_filter is None else content_filter.column("content"),
+        "metadata": Cast("metadata", TextField()),
+        "is_error": F("is_error"),
+        "created_at": IsoTime("created_at"),
+        "start": IsoTime("start"),
+        "end": IsoTime("end"),
+    }
+    if viewer_id is not None:
+        columns.update(FEEDBACK_COLUMNS)
+    return columns
+
+
+def _step_rows(steps: QuerySet[Step], viewer_id: int | None = None) -> tuple[QuerySet[Step, Any], list[str]]:
+    """``steps`` as rows of ``_step_columns`` (tuples), and the key of each column."""
     if viewer_id is not None:
         steps = steps.annotate(
             viewer_feedback=FilteredRelation("feedbacks", condition=Q(feedbacks__user_id=viewer_id))
         )
-        columns.update(FEEDBACK_COLUMNS)
-    content_filter = content_filters.active()
-    if content_filter is None:
-        return cast("QuerySet[Step, dict[str, Any]]", steps.values(*STEP_FIELDS, **columns))
-    fields = [field for field in STEP_FIELDS if field != "content"]
-    return cast(
-        "QuerySet[Step, dict[str, Any]]",
-        steps.values(*fields, content_text=content_filter.column("content"), **columns),
-    )
+    columns = _step_columns(viewer_id)
+    return steps.values_list(*columns.values()), list(columns)
+
+
+def _metadata(text: str | None) -> Any:
+    if text is None or text == EMPTY_OBJECT:
+        return {}
+    return json.loads(text)
 
 
 def _step_dict(row: dict[str, Any]) -> dict[str, Any]:
     content_filter = content_filters.active()
-    if "content_text" in row:
-        text = row.pop("content_text")
-        row["content"] = (
-            content_filter.from_text(row["thread_id"], row["id"], text) if content_filter else text
-        )
+    if content_filter is not None:
+        row["content"] = content_filter.from_text(row["thread_id"], row["id"], row["content"])
+    row["metadata"] = _metadata(row["metadata"])
     feedback_pk = row.pop("feedback_pk", None)
     value, comment = row.pop("feedback_value", None), row.pop("feedback_comment", None)
     step = step_row_to_dict(row)
     if feedback_pk is not None:
         step["feedback"] = feedback_to_dict(feedback_pk, row["id"], value, comment)
     return step
+
+
+def _step_dicts(steps: QuerySet[Step], viewer_id: int | None) -> tuple[list[dict[str, Any]], Any]:
+    """The StepDicts of ``steps`` (sliced and ordered already), and the last row's seq."""
+    rows, keys = _step_rows(steps, viewer_id)
+    dicts = [_step_dict(dict(zip(keys, row, strict=True))) for row in rows]
+    return dicts, (dicts[-1]["seq"] if dicts else None)
 
 
 def step_dicts(
@@ -120,7 +157,7 @@ def step_dicts(
     steps = Step.objects.filter(thread_id=thread_id)
     if messages_only:
         steps = steps.filter(type__contains="message")
-    return [_step_dict(row) for row in _step_values(steps.order_by("seq"), viewer_id)]
+    return _step_dicts(steps.order_by("seq"), viewer_id)[0]
 
 
 def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None:
@@ -141,6 +178,13 @@ def owned_thread_dict(user: User, thread_id: uuid.UUID) -> dict[str, Any] | None
 OMITTED_KEY = "omittedBeforeSeq"
 
 
+# A lower bound of what a step weighs by each measure besides its text (``read_cuts``).
+PER_STEP_LOWER_BOUND: dict[Callable[[dict[str, Any]], int], int] = {
+    wire_bytes: MIN_STEP_WIRE_BYTES,
+    context_bytes: 0,
+}
+
+
 def newest_steps(
     thread_id: uuid.UUID,
     *,
@@ -153,14 +197,26 @@ def newest_steps(
     """The newest StepDicts (before ``before_seq`` when given) within ``max_bytes`` and
     ``limit``, in ``seq`` order, and the seq before which older steps were left out (None
     when none were). A read for a viewer is also within the viewer's read budget
-    (``read_budget``)."""
+    (``read_budget``). One statement, however long the thread (``read_cuts``)."""
     steps = Step.objects.filter(thread_id=thread_id)
     if before_seq is not None:
         steps = steps.filter(seq__lt=before_seq)
+    per_step = PER_STEP_LOWER_BOUND.get(measure)
 
     def read(granted: int) -> tuple[list[dict[str, Any]], bool, int]:
+        first = steps
+        if per_step is not None:
+            cut = cut_seq(steps, max_bytes=granted, per_step=per_step, limit=limit)
+            first = steps.filter(seq__gte=Coalesce(cut, Value(0)))
         return take_pages_within(
-            _walk(steps, viewer_id, newest_first=True, max_bytes=granted, limit=limit),
+            _walk(
+                steps,
+                viewer_id,
+                newest_first=True,
+                max_bytes=granted,
+                first_page=(first, per_step) if per_step is not None else None,
+                limit=limit,
+            ),
             max_bytes=granted,
             limit=limit,
             measure=measure,
@@ -178,28 +234,51 @@ def _walk(
     newest_first: bool,
     max_bytes: int,
     limit: int | None = None,
+    first_page: tuple[QuerySet[Step], int] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """``steps`` as pages of StepDicts in ``seq`` order (or newest first), keyset pages on
     ``seq``: the first of ``FIRST_CHUNK_ROWS`` (or the ``limit`` asked for, and one more),
     each next one as many rows as the steps seen so far say fit in what is left of
     ``max_bytes`` (at most ``CHUNK_ROWS``). A read its budget stops after a few big steps
     fetched few rows; a long read of small steps makes few trips; a page holds about what the
-    read may still carry."""
+    read may still carry.
+
+    ``first_page``: the steps cut by the database where their lower bound passes the budget,
+    and that bound's bytes a step (``read_cuts``), fetched as the first page, whole or up to
+    the ``limit``. A read stops within that page unless a step was shown cut to fit; when
+    the page's own lower bound shows it was cut, the pages after it go on from there."""
     size = min(CHUNK_ROWS, FIRST_CHUNK_ROWS if limit is None else limit + 1)
     bound, seen_rows, seen_bytes = None, 0, 0
+    if first_page is not None:
+        cut_steps, per_step = first_page
+        page = cut_steps.order_by("-seq")
+        if limit is not None:
+            page = page[: limit + 1]
+        steps_of_page, bound = _step_dicts(page, viewer_id)
+        yield steps_of_page
+        seen_rows = len(steps_of_page)
+        text = sum(map(context_bytes, steps_of_page))
+        limited = limit is not None and seen_rows > limit
+        if not limited and text + per_step * seen_rows <= max_bytes:
+            return  # neither the limit nor the cut left any step out
+        seen_bytes = text + STEP_OVERHEAD_BYTES * seen_rows
+        if not steps_of_page:
+            return
+        size = max(
+            FIRST_CHUNK_ROWS,
+            min(CHUNK_ROWS, max(0, max_bytes - seen_bytes) * seen_rows // max(seen_bytes, 1) + 1),
+        )
     while True:
         page = steps
         if bound is not None:
             page = steps.filter(seq__lt=bound) if newest_first else steps.filter(seq__gt=bound)
-        rows = list(_step_values(page.order_by("-seq" if newest_first else "seq"), viewer_id)[:size])
-        steps_of_page = [_step_dict(row) for row in rows]
-        seen_rows += len(rows)
-        seen_bytes += sum(context_bytes(step) for step in steps_of_page) + STEP_OVERHEAD_BYTES * len(rows)
+        steps_of_page, bound = _step_dicts(page.order_by("-seq" if newest_first else "seq")[:size], viewer_id)
         yield steps_of_page
-        if len(rows) < size:
+        if len(steps_of_page) < size:
             return
+        seen_rows += len(steps_of_page)
+        seen_bytes += sum(map(context_bytes, steps_of_page)) + STEP_OVERHEAD_BYTES * len(steps_of_page)
         left = max(0, max_bytes - seen_bytes)
-        bound = rows[-1]["seq"]
         size = max(FIRST_CHUNK_ROWS, min(CHUNK_ROWS, left * seen_rows // max(seen_bytes, 1) + 1))
 
 
@@ -240,17 +319,17 @@ def resume_thread_dict(
     user: User, thread_id: uuid.UUID, *, limit: int | None = None
 ) -> dict[str, Any] | None:
     """The ThreadDict ``resume_thread`` carries, or None when the user may not read it: the
-    newest steps within ``RESUME_MAX_BYTES`` (less what the thread's metadata takes), at most
+    newest steps within ``RESUME_MAX_BYTES`` (less what the thread's own keys take), at most
     ``limit`` when the client asked for a page, with ``omittedBeforeSeq``. Its ``elements``
     are the thread's, or those of the steps carried when older ones were left out."""
     thread = get_owned_thread(user, thread_id)
     if thread is None:
         return None
-    room = settings.RESUME_MAX_BYTES - len(json.dumps(thread.metadata, default=str))
+    # The room the steps have: the budget less the ThreadDict's own keys and metadata.
+    envelope = {**thread_to_dict(thread, [], only_their_elements=True), OMITTED_KEY: 0}
+    room = settings.RESUME_MAX_BYTES - len(json.dumps(envelope, separators=(",", ":"), default=str))
     steps, omitted = newest_steps(thread.pk, max_bytes=max(room, 0), limit=limit, viewer_id=user.pk)
-    thread_dict = thread_to_dict(thread, steps)
-    if omitted is not None:
-        thread_dict["elements"] = attachments.elements_of(thread.pk, [step["id"] for step in steps])
+    thread_dict = thread_to_dict(thread, steps, only_their_elements=omitted is not None)
     thread_dict[OMITTED_KEY] = omitted
     return thread_dict
 
@@ -268,6 +347,23 @@ def owned_threads(user: User) -> QuerySet[Thread]:
     """The user's live threads; every API lookup starts here, so a foreign, deleted or
     missing id is simply not found."""
     return Thread.objects.select_related("owner").filter(owner=user, deleted_at__isnull=True)
+
+
+def owned_threads_after(user: User, threads: QuerySet[Thread], cursor: uuid.UUID) -> QuerySet[Thread]:
+    """``threads`` (the user's, newest first by ``updated_at`` then id, as the thread list
+    orders them) after the user's thread ``cursor``: a keyset page that starts where the last
+    one ended. A cursor thread deleted meanwhile still marks its place; another user's or a
+    missing one leaves nothing after it."""
+    anchor = Thread.objects.filter(pk=cursor, owner=user).values_list("updated_at", flat=True).first()
+    if anchor is None:
+        return threads.none()
+    return threads.filter(Q(updated_at__lt=anchor) | Q(updated_at=anchor, pk__lt=cursor))
+
+
+def threads_with_feedback(user: User, threads: QuerySet[Thread], value: int) -> QuerySet[Thread]:
+    """``threads`` in which the user gave feedback ``value`` (0 or 1) to a message."""
+    given = Feedback.objects.filter(thread_id=OuterRef("pk"), user=user, value=value)
+    return threads.filter(Exists(given))
 
 
 # --- thread search ------------------------------------------------------------------------
@@ -564,6 +660,30 @@ def chat_threads_to_recover(
         .distinct()[:200]
     )
     return list(rows)
+
+
+def integration_sends_to_recover(
+    me: str, *, live_owners: Any, unreachable_owners: Any, settled_before: datetime
+) -> list[AcceptedMessage]:
+    """Open integration sends of boxes run by ``me``, by nobody, or by a process not among
+    ``live_owners`` nor ``unreachable_owners``: pending since before ``settled_before`` (never
+    transcribed), or transcribed with no outcome (the turn began and never ended). Oldest
+    first, with their authors."""
+    open_sends = Q(state=AcceptedMessage.State.PENDING, accepted_at__lt=settled_before) | Q(
+        state=AcceptedMessage.State.TRANSCRIBED, outcome=""
+    )
+    owner_gone = (
+        Q(box__runtime_owner=me)
+        | Q(box__runtime_owner="")
+        | (~Q(box__runtime_owner__in=live_owners) & ~Q(box__runtime_owner__in=unreachable_owners))
+    )
+    return list(
+        AcceptedMessage.objects.filter(
+            open_sends, owner_gone, source=AcceptedMessage.Source.INTEGRATION, thread__deleted_at=None
+        )
+        .select_related("author")
+        .order_by("accepted_at")[:200]
+    )
 
 
 def orphaned_hook_sends(session_ids: list[uuid.UUID], *, live_holders: Any) -> list[AcceptedMessage]:

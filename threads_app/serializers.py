@@ -86,7 +86,12 @@ class StepSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(read_only=True)
     input = serializers.CharField(read_only=True, help_text="What a step was given (empty for messages).")
     output = serializers.CharField(read_only=True)
-    content = serializers.JSONField(read_only=True, help_text="Content blocks (may hold images).")
+    # Not read-only like its neighbours: drf-spectacular lists every read-only field of a
+    # response as required, and this one is absent when the step holds no blocks.
+    content = serializers.JSONField(
+        required=False,
+        help_text="Content blocks (images, a user step's text); absent when the step has none, as in Chainlit's StepDict.",
+    )
     metadata = serializers.JSONField(read_only=True)
     isError = serializers.BooleanField(read_only=True)
     streaming = serializers.BooleanField(read_only=True)

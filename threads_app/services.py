@@ -4,7 +4,6 @@ Every function here is synchronous and transactional; async callers wrap them wi
 ``database_sync_to_async``.
 """
 
-import contextlib
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -12,11 +11,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models import BooleanField, Case, ExpressionWrapper, F, Q, When
 from django.utils import timezone
 
-from threads_app import step_budgets
+from threads_app import prepared, step_budgets
+from threads_app.fencing import Fence, Fenced, fenced, in_force
 from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
+from threads_app.send_inserts import insert_send
 from threads_app.signals import thread_deleted
 from threads_app.step_appends import append_step
 from threads_app.titles import thread_title
@@ -64,21 +65,34 @@ def ensure_thread(
     return existing, False
 
 
-def upsert_step(thread_id: uuid.UUID, step_id: uuid.UUID, **fields: Any) -> Step:
+def upsert_step(
+    thread_id: uuid.UUID, step_id: uuid.UUID, *, fence: Fence | None = None, **fields: Any
+) -> Step:
     """Write a transcript step; the same id twice updates the row and keeps its ``seq``.
 
     A new step gets the thread's next ``seq`` with the thread row locked, so concurrent
     writers of one thread never collide on ``(thread, seq)`` and ids never produce a second
-    row. On PostgreSQL a new step is one statement (``step_appends``).
+    row. On PostgreSQL a new step is one statement (``step_appends``). ``fence``: the claim it
+    is written under (default: the current task's, ``fencing.current``); ``Fenced`` when stale.
     """
-    return _write_step(thread_id, step_id, fields, transcribes=())
+    return _write_step(thread_id, step_id, fields, transcribes=(), fence=fence)
 
 
 def _write_step(
-    thread_id: uuid.UUID, step_id: uuid.UUID, fields: dict[str, Any], *, transcribes: Sequence[uuid.UUID]
+    thread_id: uuid.UUID,
+    step_id: uuid.UUID,
+    fields: dict[str, Any],
+    *,
+    transcribes: Sequence[uuid.UUID],
+    unqueued: Sequence[uuid.UUID] = (),
+    fence: Fence | None = None,
 ) -> Step:
     """The write of every step: its text within the step and thread budgets
-    (``step_budgets``), the thread's ``text_bytes`` kept in the same transaction."""
+    (``step_budgets``), the thread's ``text_bytes`` kept in the same transaction; under
+    ``fence`` (or the current task's), only while that claim is current."""
+    fence = in_force(fence)
+    if fence is not None:
+        fields.update(fence.stamp())
     if fields.get("created_at") is None:
         fields["created_at"] = timezone.now()
     fields = step_budgets.fit_step(fields, room=None)
@@ -88,18 +102,21 @@ def _write_step(
         step_id,
         fields,
         transcribes=transcribes,
+        unqueued=unqueued,
         text_bytes=step_budgets.step_text_bytes(fields),
         thread_budget=budget,
+        fence=fence,
     )
     if seq is not None:
         return Step(id=step_id, thread_id=thread_id, seq=seq, **fields)
     with transaction.atomic():
-        last_seq, used = (
-            Thread.objects.select_for_update()
-            .filter(pk=thread_id)
-            .values_list("last_seq", "text_bytes")
-            .get()
-        )
+        locked = fenced(Thread.objects.select_for_update().filter(pk=thread_id), fence)
+        found = locked.values_list("last_seq", "text_bytes").first()
+        if found is None:
+            if fence is not None:
+                raise Fenced(fence, f"step {step_id}")
+            raise Thread.DoesNotExist(thread_id)
+        last_seq, used = found
         step = Step.objects.filter(pk=step_id, thread_id=thread_id).first()
         if step is not None:
             fields.pop("created_at", None)
@@ -126,6 +143,8 @@ def _write_step(
             AcceptedMessage.objects.filter(pk__in=transcribes).update(
                 state=AcceptedMessage.State.TRANSCRIBED, step=step
             )
+        if unqueued:
+            AcceptedMessage.objects.filter(pk__in=unqueued, queued__isnull=True).update(queued=False)
         return step
 
 
@@ -154,12 +173,6 @@ def save_thread_session(
         thread.save(update_fields=["metadata", "chat_profile", "chat_settings", "updated_at"])
 
 
-def _one_statement() -> contextlib.AbstractContextManager[Any]:
-    """Where a single statement may fail (a unique key): a savepoint inside a transaction,
-    nothing (no BEGIN/COMMIT round trips) in autocommit mode."""
-    return transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext()
-
-
 class MessageConflict(Exception):
     """A message id was reused with different content."""
 
@@ -180,30 +193,35 @@ def accept_message(
     (the row's key is ``AcceptedMessage.key(thread, message_id)``).
 
     Returns ``(record, created)``. The same id with the same content returns the existing
-    record; with different content (or another author) it raises MessageConflict.
+    record; with different content (or another author) it raises MessageConflict. The INSERT
+    is written once (``send_inserts``).
     """
     images = images or []
     key = AcceptedMessage.key(thread.pk, message_id)
-    try:
-        with _one_statement():
-            return (
-                AcceptedMessage.objects.create(
-                    id=key,
-                    client_id=message_id,
-                    thread=thread,
-                    box_id=thread.box_id,
-                    author=author,
-                    text=text,
-                    images=images,
-                    source=source,
-                    session_id=session_id,
-                    holder=holder,
-                    queued=queued,
-                ),
-                True,
-            )
-    except IntegrityError:
-        existing = AcceptedMessage.objects.get(pk=key)
+    record = insert_send(
+        id=key,
+        client_id=message_id,
+        thread=thread,
+        box_id=thread.box_id,
+        author=author,
+        text=text,
+        images=images,
+        source=source,
+        session_id=session_id,
+        holder=holder,
+        queued=queued,
+    )
+    if record is not None:
+        return record, True
+    return repeated_send(key, author=author, text=text, images=images, source=source), False
+
+
+def repeated_send(
+    key: uuid.UUID, *, author: User, text: str, images: list[dict[str, Any]], source: str
+) -> AcceptedMessage:
+    """The record that holds ``key`` already, for a send that found it taken: the same send
+    again (a resend after a lost ack), or MessageConflict (other content, another author)."""
+    existing = AcceptedMessage.objects.get(pk=key)
     same = (
         existing.author_id == author.pk
         and existing.text == text
@@ -211,8 +229,8 @@ def accept_message(
         and existing.source == source
     )
     if not same:
-        raise MessageConflict(str(message_id)) from None
-    return existing, False
+        raise MessageConflict(str(existing.client_id))
+    return existing
 
 
 def revive_failed(message_id: uuid.UUID, *, holder: str = "") -> bool:
@@ -289,10 +307,14 @@ def transcribe_user_turn(
     content: list[dict[str, Any]],
     accepted_ids: list[uuid.UUID],
     message_ids: list[uuid.UUID],
+    unqueued_ids: Sequence[uuid.UUID] = (),
+    fence: Fence | None = None,
 ) -> Step:
     """The user step of a turn, and the sends it carries (``accepted_ids``, their keys) marked
     transcribed, in one transaction. The step lists the sends by their clients' ids
-    (``metadata.acceptedIds``): a client retires its pending copy when it sees its id there."""
+    (``metadata.acceptedIds``): a client retires its pending copy when it sees its id there.
+    ``unqueued_ids``: sends whose first answer said "not queued", recorded here (when not
+    recorded yet) so that repeats of their ids get the same answer."""
     fields = {
         "type": "user_message",
         "name": author,
@@ -301,19 +323,42 @@ def transcribe_user_turn(
         "metadata": {"acceptedIds": [str(i) for i in message_ids]},
         "start": timezone.now(),
     }
-    return _write_step(thread_id, step_id, fields, transcribes=accepted_ids)
-
-
-def settle_sends(accepted_ids: list[uuid.UUID], outcome: str) -> None:
-    """Record how the turn that transcribed these sends ended (replied, interrupted, error)."""
-    AcceptedMessage.objects.filter(pk__in=accepted_ids, outcome="").update(outcome=outcome, holder="")
-
-
-def fail_sends(accepted_ids: list[uuid.UUID], failure: str) -> None:
-    """Pending sends that will never be transcribed, with the reason the UI shows."""
-    AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING).update(
-        state=AcceptedMessage.State.FAILED, failure=failure, holder=""
+    return _write_step(
+        thread_id, step_id, fields, transcribes=accepted_ids, unqueued=unqueued_ids, fence=fence
     )
+
+
+def settle_sends(accepted_ids: list[uuid.UUID], outcome: str, *, fence: Fence | None = None) -> None:
+    """Record how the turn that transcribed these sends ended (replied, interrupted, error),
+    under ``fence`` when named (``Fenced`` when it is stale; the condition is in the UPDATE).
+    Every turn ends here, so the UPDATE is plain SQL: no ORM query to build each time."""
+    if not accepted_ids:
+        return
+    meta = AcceptedMessage._meta  # noqa: SLF001
+    q = connection.ops.quote_name
+    pk = meta.pk
+    assert pk is not None
+    marks = ", ".join(["%s"] * len(accepted_ids))
+    sql = (
+        f"UPDATE {q(meta.db_table)} SET {q('outcome')} = %s, {q('holder')} = '' "
+        f"WHERE {q(pk.column or 'id')} IN ({marks}) AND {q('outcome')} = ''"
+    )
+    params = [outcome, *(pk.get_db_prep_value(i, connection) for i in accepted_ids)]
+    if fence is not None:
+        fence_sql, fence_params = fence.sql()
+        sql, params = f"{sql} AND {fence_sql}", [*params, *fence_params]
+    with prepared.cursor() as cursor:
+        cursor.execute(sql, params)
+        settled = cursor.rowcount
+    if fence is not None and not settled and not fence.holds():  # the read only when nothing moved
+        raise Fenced(fence, f"the outcome of sends {accepted_ids}")
+
+
+def fail_sends(accepted_ids: list[uuid.UUID], failure: str, *, fence: Fence | None = None) -> None:
+    """Pending sends that will never be transcribed, with the reason the UI shows (only while
+    ``fence`` holds, when named: a stale owner's queue is the new owner's to answer)."""
+    rows = AcceptedMessage.objects.filter(pk__in=accepted_ids, state=AcceptedMessage.State.PENDING)
+    fenced(rows, fence).update(state=AcceptedMessage.State.FAILED, failure=failure, holder="")
 
 
 def fail_pending_sends_of_session(session_id: uuid.UUID, failure: str) -> None:
@@ -330,10 +375,12 @@ def release_sends_held_by(holder: str) -> int:
     )
 
 
-def finish_tool_step(step_id: uuid.UUID, *, output: str, is_error: bool) -> Step | None:
+def finish_tool_step(
+    step_id: uuid.UUID, *, output: str, is_error: bool, fence: Fence | None = None
+) -> Step | None:
     """A tool call's result: its output within the step budget, counted in its thread's
     ``text_bytes`` (an engine's tool output, not something a user can make cheaply, so the
-    thread budget counts it without cutting it)."""
+    thread budget counts it without cutting it); under ``fence`` when named."""
     step = Step.objects.filter(pk=step_id).first()
     if step is None:
         return None
@@ -342,18 +389,27 @@ def finish_tool_step(step_id: uuid.UUID, *, output: str, is_error: bool) -> Step
     grown += step_budgets.text_bytes(step.output)
     step.is_error = is_error
     step.end = timezone.now()
-    updated = ["output", "is_error", "end"]
+    changed: dict[str, Any] = {"output": step.output, "is_error": is_error, "end": step.end}
     if cut:
         step.metadata = {**step.metadata, step_budgets.TRUNCATED_KEY: True}
-        updated.append("metadata")
-    step.save(update_fields=updated)
+        changed["metadata"] = step.metadata
+    if fence is not None:
+        changed.update(fence.stamp())
+    if not fenced(Step.objects.filter(pk=step_id), fence).update(**changed):
+        if fence is not None:
+            raise Fenced(fence, f"step {step_id}")
+        return None
     if grown:
         Thread.objects.filter(pk=step.thread_id).update(text_bytes=F("text_bytes") + grown)
     return step
 
 
-def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None:
-    Thread.objects.filter(pk=thread_id).update(engine_session_id=engine_session_id)
+def save_engine_session_id(
+    thread_id: uuid.UUID, engine_session_id: str, *, fence: Fence | None = None
+) -> None:
+    rows = fenced(Thread.objects.filter(pk=thread_id), fence)
+    if not rows.update(engine_session_id=engine_session_id) and fence is not None:
+        raise Fenced(fence, f"thread {thread_id}'s engine session id")
 
 
 # --- boxes, threads and the processes that run them ----------------------------------------------
@@ -361,8 +417,13 @@ def save_engine_session_id(thread_id: uuid.UUID, engine_session_id: str) -> None
 
 def claim_box(box_id: uuid.UUID, me: str, *, claimable: Q) -> str:
     """Take the box where ``claimable`` (the live layer's lease rule on ``runtime_owner``)
-    allows it; return its owner either way."""
-    Box.objects.filter(claimable, pk=box_id).update(runtime_owner=me, runtime_heartbeat=timezone.now())
+    allows it; return its owner either way. A claim that changes hands bumps the box's
+    fencing token (``runtime_epoch``); ``me`` renewing its own keeps it."""
+    Box.objects.filter(claimable, pk=box_id).update(
+        runtime_owner=me,
+        runtime_heartbeat=timezone.now(),
+        runtime_epoch=Case(When(runtime_owner=me, then=F("runtime_epoch")), default=F("runtime_epoch") + 1),
+    )
     return Box.objects.filter(pk=box_id).values_list("runtime_owner", flat=True).get()
 
 
@@ -371,7 +432,8 @@ def claim_thread(thread_id: uuid.UUID, me: str, *, claimable: Q) -> str:
     ``Thread.runtime_owner``: free or held by a dead process); return its owner either way
     ("" for no such thread). A thread held by ``me`` or by another live process is only read,
     in one statement: owners are asked for every few seconds, and a write would queue behind
-    the step writes that lock the thread's row."""
+    the step writes that lock the thread's row. A claim bumps the thread's fencing token
+    (``runtime_epoch``)."""
     row = (
         Thread.objects.filter(pk=thread_id)
         .annotate(free=ExpressionWrapper(claimable, output_field=BooleanField()))
@@ -383,7 +445,9 @@ def claim_thread(thread_id: uuid.UUID, me: str, *, claimable: Q) -> str:
     owner, free = row
     if owner == me or not free:
         return str(owner)
-    if Thread.objects.filter(claimable, pk=thread_id).update(runtime_owner=me):
+    if Thread.objects.filter(claimable, pk=thread_id).update(
+        runtime_owner=me, runtime_epoch=F("runtime_epoch") + 1
+    ):
         return me
     return Thread.objects.filter(pk=thread_id).values_list("runtime_owner", flat=True).first() or ""
 

@@ -7,9 +7,14 @@ another writer holds the row, waits and then sees that writer's committed ``last
 ``INSERT ... ON CONFLICT (id) DO NOTHING`` with the next seq, and an ``UPDATE`` of the thread
 that only happens when the insert did. A step id that already exists inserts nothing, moves
 nothing and returns ``None``: the caller updates the existing row instead. The sends a user
-step transcribes can be marked in the same statement. The thread's ``text_bytes`` grows by the
+step transcribes can be marked in the same statement (with the ``queued`` answer of those
+sent to a ready run, ``chats.submit_here``). The thread's ``text_bytes`` grows by the
 step's text in the same ``UPDATE``, and a step that would take it past the thread's budget
 inserts nothing either (``None``: the caller's path fits it to what is left).
+
+A write made under a claim (a ``fencing.Fence``) reads the thread only while the claim is
+current, in the same statement: a stale claim inserts nothing and raises ``Fenced``, and the
+step records its writer and the claim's token (``Step.writer``, ``writer_epoch``).
 
 Other databases (SQLite, the embedded default) return ``None`` at once and the caller takes
 the ORM path; their writes are serialised anyway.
@@ -23,6 +28,8 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from threads_app import prepared
+from threads_app.fencing import Fence, Fenced
 from threads_app.models import AcceptedMessage, Step, Thread
 
 # ``_meta`` is Django's documented Model _meta API, not a private member.
@@ -30,13 +37,15 @@ _INSERTED_COLUMNS = [f for f in Step._meta.concrete_fields if f.column != "seq"]
 
 
 @functools.cache
-def _sql(mark_sends: bool) -> str:
+def _sql(mark_sends: bool, fence: str = "") -> str:
     step, thread, accepted = (m._meta.db_table for m in (Step, Thread, AcceptedMessage))  # noqa: SLF001
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in _INSERTED_COLUMNS)
     values = ", ".join("%s" for _ in _INSERTED_COLUMNS)
     marked = (
         f""", marked AS (
-            UPDATE {accepted} SET state = %s, step_id = inserted.id
+            UPDATE {accepted} SET state = %s, step_id = inserted.id,
+                queued = CASE WHEN {accepted}.id = ANY(%s) THEN COALESCE({accepted}.queued, false)
+                         ELSE {accepted}.queued END
             FROM inserted WHERE {accepted}.id = ANY(%s)
         )"""
         if mark_sends
@@ -44,7 +53,7 @@ def _sql(mark_sends: bool) -> str:
     )
     return f"""
         WITH locked AS (
-            SELECT last_seq, text_bytes FROM {thread} WHERE id = %s FOR UPDATE
+            SELECT last_seq, text_bytes FROM {thread} WHERE id = %s{f" AND {fence}" if fence else ""} FOR UPDATE
         ), inserted AS (
             INSERT INTO {step} ({columns}, seq)
             SELECT {values}, locked.last_seq + 1 FROM locked WHERE locked.text_bytes + %s <= %s
@@ -54,7 +63,7 @@ def _sql(mark_sends: bool) -> str:
             UPDATE {thread} SET last_seq = inserted.seq, text_bytes = {thread}.text_bytes + %s, updated_at = %s
             FROM inserted WHERE {thread}.id = %s
         ){marked}
-        SELECT seq FROM inserted
+        SELECT (SELECT seq FROM inserted), (SELECT count(*) FROM locked)
     """
 
 
@@ -64,23 +73,36 @@ def append_step(
     fields: dict[str, Any],
     *,
     transcribes: Sequence[uuid.UUID] = (),
+    unqueued: Sequence[uuid.UUID] = (),
     text_bytes: int = 0,
     thread_budget: int,
+    fence: Fence | None = None,
 ) -> int | None:
     """Insert the step with the next seq and return it; ``None`` when the id exists already,
     when its ``text_bytes`` would take the thread past ``thread_budget``, or when the database
     is not PostgreSQL. ``transcribes``: accepted sends this step records, marked transcribed
-    by the same statement."""
+    by the same statement; ``unqueued``: those of them whose ``queued`` is recorded as False
+    there, when it is not recorded yet. ``fence``: the claim the step is written under;
+    raises ``Fenced`` when it is no longer current."""
     if connection.vendor != "postgresql":
         return None
     row = {**fields, "id": step_id, "thread_id": thread_id}
     params: list[Any] = [thread_id]
-    params += [f.get_db_prep_save(row.get(f.attname, f.get_default()), connection) for f in _INSERTED_COLUMNS]
+    fence_sql = ""
+    if fence is not None:
+        fence_sql, fence_params = fence.sql()
+        params += fence_params
+    params += [
+        f.get_db_prep_save(row[f.attname] if f.attname in row else f.get_default(), connection)
+        for f in _INSERTED_COLUMNS
+    ]
     params += [text_bytes, thread_budget, text_bytes, timezone.now(), thread_id]
     mark = bool(transcribes)
     if mark:
-        params += [AcceptedMessage.State.TRANSCRIBED, list(transcribes)]
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(mark), params)
-        found = cursor.fetchone()
-    return int(found[0]) if found else None
+        params += [AcceptedMessage.State.TRANSCRIBED, list(unqueued), list(transcribes)]
+    with prepared.cursor() as cursor:
+        cursor.execute(_sql(mark, fence_sql), params)
+        seq, locked = cursor.fetchone()
+    if fence is not None and not locked:
+        raise Fenced(fence, f"step {step_id}")
+    return int(seq) if seq is not None else None

@@ -5,13 +5,21 @@ succeeds or says how long until a token is there. With ``REDIS_URL`` the buckets
 and one script takes a token atomically (with Redis's clock, so every process counts alike);
 the embedded default keeps them in this process's memory. Both are called from synchronous
 code (DRF's throttles, on a request thread) and from the event loop (the chat socket), which
-uses redis-py's asyncio client: no thread hop and one round trip per send.
+uses redis-py's asyncio client: no thread hop, and at most one round trip per send.
 
 Redis being down must not fail a send: the bucket then lets it through and logs a warning.
 
 A refusal is remembered in this process until the wait it named is over (``_Refusals``):
 nothing can put a token back sooner (every process only takes), so a flood past the budget
 is refused without a round trip to Redis per request.
+
+In Redis, a process may take a few tokens at once (an allowance, ``_Allowances``: up to a tenth
+of the burst, at most ``settings.BUDGET_ALLOWANCE``) and spend them without a round trip, so
+most sends cost none. The setting is 1 by default (every take asks Redis): with larger
+allowances a reconnect storm across two processes had sends refused early (issue 22). Tokens only leave the bucket, so the rate across processes is never exceeded; an
+allowance a process does not spend (it expires once the bucket would have refilled it, and
+dies with its process) is lost to the others: a user sending through several processes may be
+refused up to ``allowance - 1`` tokens early per other process they sent through lately.
 """
 
 import logging
@@ -21,10 +29,12 @@ from dataclasses import dataclass
 
 import redis
 import redis.asyncio
+from django.conf import settings
 
 from threads_app import redis_clients
 
 logger = logging.getLogger(__name__)
+
 
 # The start of every bucket script: KEYS[1] the bucket, ARGV[1] its burst, ARGV[2] its tokens
 # per second; leaves ``tokens`` refilled up to ``now`` (Redis's clock).
@@ -39,19 +49,22 @@ local at = tonumber(state[2]) or now
 tokens = math.min(burst, tokens + math.max(0, now - at) * per_second)
 """
 
-# Takes one token. Returns 0 (taken) or the milliseconds until a token is there.
+# Takes up to ARGV[3] tokens. Returns {tokens taken, the milliseconds until a token is there
+# when none was}.
 TAKE = (
     REFILL
     + """
+local granted = 0
 local wait = 0
 if tokens >= 1 then
-    tokens = tokens - 1
+    granted = math.min(tonumber(ARGV[3]), math.floor(tokens))
+    tokens = tokens - granted
 else
     wait = math.ceil((1 - tokens) / per_second * 1000)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / per_second * 1000) + 1000)
-return wait
+return {granted, wait}
 """
 )
 
@@ -60,6 +73,11 @@ return wait
 class Rate:
     burst: int
     per_second: float
+
+    @property
+    def allowance(self) -> int:
+        """How many tokens a process takes from Redis at once."""
+        return max(1, min(settings.BUDGET_ALLOWANCE, self.burst // 10))
 
     @classmethod
     def parse(cls, rate: str | None) -> "Rate | None":
@@ -125,6 +143,48 @@ class _Refusals:
             self._until.clear()
 
 
+class _Allowances:
+    """Tokens this process took from Redis and has not spent, per key, each until the bucket
+    would have refilled them (then they are dropped: see the module's docstring)."""
+
+    MAX_KEYS = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._left: dict[str, tuple[int, float, Rate]] = {}
+
+    def spend(self, key: str, rate: Rate) -> bool:
+        """Spend one token of the key's allowance, if it has one (for this rate)."""
+        with self._lock:
+            found = self._left.get(key)
+            if found is None:
+                return False
+            left, until, at_rate = found
+            if at_rate != rate or time.monotonic() >= until:
+                del self._left[key]
+                return False
+            if left <= 1:
+                del self._left[key]
+            else:
+                self._left[key] = (left - 1, until, rate)
+            return True
+
+    def keep(self, key: str, rate: Rate, tokens: int) -> None:
+        """``tokens`` taken from Redis, not yet spent."""
+        if tokens <= 0:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if len(self._left) >= self.MAX_KEYS:
+                self._left = {k: v for k, v in self._left.items() if v[1] > now}
+            if len(self._left) < self.MAX_KEYS:
+                self._left[key] = (tokens, now + tokens / rate.per_second, rate)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._left.clear()
+
+
 class TokenBucket:
     """The buckets of one budget (``name``), one per key (a user)."""
 
@@ -132,11 +192,20 @@ class TokenBucket:
         self.name = name
         self._memory = _MemoryBuckets()
         self._refusals = _Refusals()
+        self._allowances = _Allowances()
 
     def _refused(self, key: str, rate: Rate, wait: float | None) -> float | None:
         if wait is not None:
             self._refusals.remember(key, rate, wait)
         return wait
+
+    def _taken(self, key: str, rate: Rate, answer: list[int]) -> float | None:
+        """What ``TAKE`` answered: one token spent now, the rest kept; or the wait."""
+        granted, wait = int(answer[0]), int(answer[1])
+        if granted:
+            self._allowances.keep(key, rate, granted - 1)
+            return None
+        return self._refused(key, rate, wait / 1000)
 
     def _key(self, key: str) -> str:
         return redis_clients.key("bucket", self.name, key)
@@ -149,18 +218,23 @@ class TokenBucket:
         backend = redis_clients.configured()
         if backend is None:
             return self._refused(key, rate, self._memory.take(key, rate))
+        if self._allowances.spend(key, rate):
+            return None
         try:
-            wait = int(backend.sync_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second))
+            answer = backend.sync_client().eval(
+                TAKE, 1, self._key(key), rate.burst, rate.per_second, rate.allowance
+            )
         except redis.RedisError as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return self._refused(key, rate, wait / 1000 if wait else None)
+        return self._taken(key, rate, answer)
 
     def reset(self) -> None:
         """Fill every bucket of this budget again: the in-memory ones and this deployment's
         keys in Redis (tests: a database flushed between tests hands users' pks out again)."""
         self._memory.clear()
         self._refusals.clear()
+        self._allowances.clear()
         backend = redis_clients.configured()
         if backend is None:
             return
@@ -177,11 +251,13 @@ class TokenBucket:
         backend = redis_clients.configured()
         if backend is None:
             return self._refused(key, rate, self._memory.take(key, rate))
+        if self._allowances.spend(key, rate):
+            return None
         try:
-            wait = int(
-                await backend.async_client().eval(TAKE, 1, self._key(key), rate.burst, rate.per_second)
+            answer = await backend.async_client().eval(
+                TAKE, 1, self._key(key), rate.burst, rate.per_second, rate.allowance
             )
         except (redis.RedisError, OSError) as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return self._refused(key, rate, wait / 1000 if wait else None)
+        return self._taken(key, rate, answer)

@@ -15,6 +15,8 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
+
 from threads_app.step_budgets import cap_text, text_bytes
 
 # Rows fetched per database round trip by a budgeted read: the first page, and the most in
@@ -29,20 +31,50 @@ STEP_OVERHEAD_BYTES = 500
 OVERSIZED_SHARE = 4
 
 
-# One encoder for every measure: ``json.dumps`` with options builds a new one per call.
+# The fallback measure: the encoder python-socketio's ``json.dumps`` amounts to.
 _WIRE_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+# orjson writes dataclasses and datetimes its own way; the socket's encoder calls ``str``.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+# ``ensure_ascii`` escapes DEL (0x7f) as ``\\u007f``; orjson leaves it raw.
+_DEL = b"\x7f"
+
+
+def _ensure_ascii_size(encoded: bytes) -> int:
+    """The length of ``encoded`` (orjson's UTF-8 JSON) had it been written with
+    ``ensure_ascii``: each non-ASCII character as ``\\uXXXX`` (6 bytes), one beyond the BMP as
+    a surrogate pair (12). With ``a`` ASCII characters and ``u`` UTF-16 code units that is
+    ``a + 6 (u - a)``, all counted in C."""
+    size = len(encoded) + 5 * encoded.count(_DEL)
+    if encoded.isascii():
+        return size
+    text = encoded.decode()
+    ascii_chars = len(text.encode("ascii", "ignore"))
+    units = len(text.encode("utf-16-le")) // 2
+    return size - len(encoded) + ascii_chars + 6 * (units - ascii_chars)
+
+
+def _encoded_size(value: Any) -> int:
+    """The size of ``value`` as python-socketio's JSON (``ensure_ascii``), measured with
+    orjson, about ten times faster than the standard encoder. What orjson refuses (integers
+    past 64 bits, lone surrogates, keys that are not strings) is measured by the standard one.
+    A float in exponent form or not finite may come out a byte or two off (``1e16``, not
+    ``1e+16``; ``null``, not ``NaN``)."""
+    try:
+        return _ensure_ascii_size(orjson.dumps(value, default=str, option=_ORJSON_OPTIONS))
+    except TypeError:
+        return len(_WIRE_ENCODER.encode(value))
 
 
 def wire_bytes(step: dict[str, Any]) -> int:
     """The size of a StepDict as a Socket.IO client receives it."""
-    return len(_WIRE_ENCODER.encode(step))
+    return _encoded_size(step)
 
 
 def wire_bytes_of_page(steps: list[dict[str, Any]]) -> int:
-    """``wire_bytes`` of each of ``steps``, summed, in one call of the C encoder (the list's
+    """``wire_bytes`` of each of ``steps``, summed, in one call of the encoder (the list's
     brackets and commas taken off): a page of small steps is measured without a Python call
     per step."""
-    return len(_WIRE_ENCODER.encode(steps)) - len(steps) - 1 if steps else 0
+    return _encoded_size(steps) - len(steps) - 1 if steps else 0
 
 
 def context_bytes(step: dict[str, Any]) -> int:

@@ -29,10 +29,11 @@ STEP_FIELDS = (
 )
 
 
-def iso(value: datetime | None) -> str | None:
-    """UTC ISO-8601 with a ``Z`` suffix, the format Chainlit clients parse."""
-    if value is None:
-        return None
+def iso(value: datetime | str | None) -> str | None:
+    """UTC ISO-8601 with a ``Z`` suffix, the format Chainlit clients parse (text is that
+    already: a read's ``iso_times.IsoTime`` column)."""
+    if value is None or isinstance(value, str):
+        return value
     return value.isoformat().replace("+00:00", "Z")
 
 
@@ -43,9 +44,12 @@ LANGUAGE_KEY = "language"
 
 
 def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
-    """Turn a ``Step.objects.values(*STEP_FIELDS)`` row into a StepDict."""
+    """Turn a ``Step.objects.values(*STEP_FIELDS)`` row into a StepDict. ``content`` (a user
+    step's blocks: its photos) is there only when the step has blocks: Chainlit's StepDict has
+    no such key, and its client appends stream tokens to ``content`` instead of ``output``
+    when a message has one."""
     metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
-    return {
+    step = {
         "id": str(row["id"]),
         "threadId": str(row["thread_id"]),
         "parentId": str(row["parent_id"]) if row["parent_id"] else None,
@@ -64,6 +68,25 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
         "showInput": metadata.get(SHOW_INPUT_KEY, False),
         "language": metadata.get(LANGUAGE_KEY),
     }
+    if not step["content"]:
+        del step["content"]
+    return step
+
+
+def live_user_step(step: dict[str, Any]) -> dict[str, Any]:
+    """A turn's user step as it is shown when the turn begins: under the id the sending client
+    chose for its (first) send. Chainlit's client drew the message under that id when it was
+    sent, so it updates that copy instead of drawing a second one. Reads of the transcript
+    show the step's own id (the send's key, scoped by the thread); both name the client's ids
+    in ``metadata.acceptedIds``, which is how a client knows them for one step."""
+    shown_as = client_id_of(step)
+    return {**step, "id": shown_as} if shown_as else step
+
+
+def client_id_of(step: dict[str, Any]) -> str | None:
+    """The id the sending client chose for a user step's (first) send, if it has one."""
+    accepted = (step.get("metadata") or {}).get("acceptedIds") or []
+    return str(accepted[0]) if step.get("type") == "user_message" and accepted else None
 
 
 def feedback_to_dict(feedback_id: Any, step_id: Any, value: int, comment: str | None) -> dict[str, Any]:
@@ -85,8 +108,12 @@ def step_to_dict(step: Step) -> dict[str, Any]:
     return step_row_to_dict(row)
 
 
-def thread_to_dict(thread: Thread, steps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A ThreadDict; ``steps`` are StepDicts already in transcript order."""
+def thread_to_dict(
+    thread: Thread, steps: list[dict[str, Any]] | None = None, *, only_their_elements: bool = False
+) -> dict[str, Any]:
+    """A ThreadDict; ``steps`` are StepDicts already in transcript order. Its ``elements``
+    are the thread's, or with ``only_their_elements`` those attached to ``steps`` (a read
+    that left older steps out)."""
     owner = thread.owner
     return {
         "id": str(thread.id),
@@ -99,7 +126,13 @@ def thread_to_dict(thread: Thread, steps: list[dict[str, Any]] | None = None) ->
         "metadata": thread.metadata,
         "steps": steps if steps is not None else [],
         # Listed with the transcript only: a thread list does not read every thread's files.
-        "elements": attachments.elements_of(thread.id) if steps is not None else [],
+        "elements": (
+            attachments.elements_of(
+                thread.id, [step["id"] for step in steps] if only_their_elements else None
+            )
+            if steps is not None
+            else []
+        ),
     }
 
 

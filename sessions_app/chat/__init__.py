@@ -5,14 +5,19 @@ async def reply(message: chat.Message) -> None:
     await chat.Message(content=f"You said {message.content}").send()
 """
 
+from sessions_app.chat import types
 from sessions_app.chat.actions import Action
 from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
+from sessions_app.chat.cache import cache
 from sessions_app.chat.chat_settings import ChatSettings
 from sessions_app.chat.context import chat_context, current_session, user_session
-from sessions_app.chat.elements import Element, File, Image, Pdf, Plotly, Text
+from sessions_app.chat.elements import CustomElement, Element, File, Image, Pdf, Plotly, Text
 from sessions_app.chat.feedback import Feedback
+from sessions_app.chat.hook_context import context
 from sessions_app.chat.hooks import (
     action_callback,
+    header_auth_callback,
+    oauth_callback,
     on_chat_end,
     on_chat_resume,
     on_chat_start,
@@ -20,6 +25,8 @@ from sessions_app.chat.hooks import (
     on_message,
     on_settings_update,
     on_stop,
+    on_window_message,
+    password_auth_callback,
     set_chat_profiles,
     set_starters,
     use_engine_runtime,
@@ -35,9 +42,13 @@ from sessions_app.chat.input_widgets import (
     Tags,
     TextInput,
 )
+from sessions_app.chat.instrumentation import instrument_openai
 from sessions_app.chat.message import Message
 from sessions_app.chat.profiles import ChatProfile, Starter
 from sessions_app.chat.step import Step, step
+from sessions_app.chat.sync import make_async, run_sync, sleep
+from sessions_app.chat.user import User
+from sessions_app.chat.window_messages import send_window_message
 
 __all__ = [
     "Action",
@@ -48,6 +59,7 @@ __all__ = [
     "ChatProfile",
     "ChatSettings",
     "Checkbox",
+    "CustomElement",
     "Element",
     "Feedback",
     "File",
@@ -66,9 +78,16 @@ __all__ = [
     "Tags",
     "Text",
     "TextInput",
+    "User",
     "action_callback",
+    "cache",
     "chat_context",
+    "context",
     "current_session",
+    "header_auth_callback",
+    "instrument_openai",
+    "make_async",
+    "oauth_callback",
     "on_chat_end",
     "on_chat_resume",
     "on_chat_start",
@@ -76,9 +95,15 @@ __all__ = [
     "on_message",
     "on_settings_update",
     "on_stop",
+    "on_window_message",
+    "password_auth_callback",
+    "run_sync",
+    "send_window_message",
     "set_chat_profiles",
     "set_starters",
+    "sleep",
     "step",
+    "types",
     "use_engine_runtime",
     "user_session",
 ]

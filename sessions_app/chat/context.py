@@ -16,6 +16,10 @@ current_session: ContextVar["LiveSession | None"] = ContextVar("tether_current_s
 
 # The user message the running hook answers: the parent of the steps it opens at top level.
 turn_message: ContextVar[uuid.UUID | None] = ContextVar("tether_turn_message", default=None)
+# The id the sending client knows that message by (the one it chose; ``wire.live_user_step``):
+# the steps nested in it name it as their parent when shown live, so Chainlit's client, which
+# nests a step under its parent or drops it, finds the message it drew.
+turn_message_shown_as: ContextVar[str | None] = ContextVar("tether_turn_message_shown_as", default=None)
 
 
 def require_session() -> "LiveSession":

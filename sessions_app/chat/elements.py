@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from media_app import elements as element_service
 from media_app.models import Element as ElementRecord
-from sessions_app.chat.context import require_session
+from sessions_app.chat.context import require_session, turn_message, turn_message_shown_as
 from sessions_app.database import database_sync_to_async
 from sessions_app.thread_bus import publish_on_thread
 
@@ -100,6 +100,7 @@ class Element:
         session = require_session()
         if for_id:
             self.for_id = uuid.UUID(str(for_id))
+        await session.flush_reply()  # the message it belongs to is written first
         data = await self.read_content()
         self.thread_id = session.thread_id
         record = await database_sync_to_async(element_service.create_element)(
@@ -118,7 +119,7 @@ class Element:
         )
         self.mime = record.mime
         self.size_bytes = record.size
-        payload = element_service.element_dict(record)
+        payload = _shown(element_service.element_dict(record))
         await session.emit("element", payload)
         await publish_on_thread(session.thread_id, "element", payload, skip_session=session.id)
         return self
@@ -198,6 +199,22 @@ class Plotly(Element):
         return {"image_size": self.size}
 
 
+class CustomElement(Element):
+    """Chainlit's ``CustomElement(name="Counter", props={...})``: a component of the app's own
+    (in Chainlit a ``public/elements/<name>.jsx`` file). It goes out as Chainlit sends it
+    (type ``custom``, the ``props`` in the ElementDict, the props' JSON as its content);
+    Tether's page has no way to run the app's component, so it shows the element's name and
+    props instead. A client of its own can render it."""
+
+    type = "custom"
+
+    def __init__(self, name: str = "", *, props: dict[str, Any] | None = None, **kwargs: Any):
+        props = dict(props or {})
+        kwargs["content"] = json.dumps(props)
+        kwargs.setdefault("mime", "application/json")
+        super().__init__(name, props=props, **kwargs)
+
+
 def figure_json(figure: Any) -> str:
     if hasattr(figure, "to_json"):
         text = figure.to_json()
@@ -211,7 +228,7 @@ def figure_json(figure: Any) -> str:
     raise TypeError("figure must be a plotly figure (with to_json()), a dict or a JSON string")
 
 
-CLASSES: dict[str, type[Element]] = {cls.type: cls for cls in (Image, File, Pdf, Text, Plotly)}
+CLASSES: dict[str, type[Element]] = {cls.type: cls for cls in (Image, File, Pdf, Text, Plotly, CustomElement)}
 
 
 def from_record(record: ElementRecord) -> Element:
@@ -244,6 +261,15 @@ def from_record(record: ElementRecord) -> Element:
     return element
 
 
+def _shown(payload: dict[str, Any]) -> dict[str, Any]:
+    """An ElementDict as sent live: one of the turn's user message names it by the id its
+    client chose (as the message and its nested steps are shown: ``wire.live_user_step``)."""
+    shown_as = turn_message_shown_as.get()
+    if shown_as and payload.get("forId") == str(turn_message.get()):
+        return {**payload, "forId": shown_as}
+    return payload
+
+
 def _incoming(owner_id: int, step_id: uuid.UUID) -> tuple[list[Element], list[dict[str, Any]]]:
     records = element_service.elements_for(owner_id, step_id)
     return [from_record(r) for r in records], [element_service.element_dict(r) for r in records]
@@ -254,7 +280,7 @@ async def incoming_elements(step_id: uuid.UUID) -> list[Element]:
     with the message; ``message.elements`` of ``on_message``."""
     session = require_session()
     found, payloads = await database_sync_to_async(_incoming)(session.user.pk, step_id)
-    for payload in payloads:
+    for payload in map(_shown, payloads):
         await session.emit("element", payload)
         await publish_on_thread(session.thread_id, "element", payload, skip_session=session.id)
     return found

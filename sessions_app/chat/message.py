@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
 from threads_app.step_budgets import StreamAllowance
-from threads_app.wire import iso
+from threads_app.wire import iso, live_user_step
 
 if TYPE_CHECKING:
     from sessions_app.chat.elements import Element
@@ -82,7 +82,6 @@ class Message:
             "type": self.type,
             "name": self.author,
             "output": self.content,
-            "content": [],
             "metadata": self.metadata,
             "isError": self.is_error,
             "streaming": self.streaming,
@@ -91,6 +90,12 @@ class Message:
             "end": None if self.streaming else created,
         }
 
+    def shown_dict(self) -> dict[str, Any]:
+        """The StepDict clients are sent live: a user's message under the id its client chose,
+        as its turn showed it (``live_user_step``), so an edit's update or removal reaches the
+        copy Chainlit's client holds."""
+        return live_user_step(self.to_dict())
+
     async def send(self) -> "Message":
         """Persist the message and show it; a streamed message is finalised instead."""
         session = require_session()
@@ -98,8 +103,11 @@ class Message:
             self.created_at = datetime.now(UTC)
         was_streaming = self.streaming
         self.streaming = False
+        event = "update_message" if was_streaming else "new_message"
+        if session.defer_reply(self, event):  # written with the turn's release (``replies``)
+            return self
         await session.save_message(self)
-        await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
+        await session.emit(event, self.shown_dict())
         for action in self.actions:  # Chainlit's clients learn of actions one by one
             await session.emit("action", action.to_dict())
         for element in self.elements:
@@ -116,7 +124,7 @@ class Message:
             self.thread_id = session.thread_id
             self._allowance = StreamAllowance(self.content)
             session.track_stream(self)
-            await session.emit("stream_start", self.to_dict())
+            await session.emit("stream_start", self.shown_dict())
         token = self._allowance.fit(token, replace=is_sequence)
         if not token and not is_sequence:
             return  # the step is full (STEP_MAX_BYTES): the rest is not shown, nor kept
@@ -131,7 +139,7 @@ class Message:
         if self.created_at is None:
             self.created_at = datetime.now(UTC)
         await session.save_message(self)
-        await session.emit("update_message", self.to_dict())
+        await session.emit("update_message", self.shown_dict())
         return self
 
     async def remove_actions(self) -> None:
@@ -142,4 +150,4 @@ class Message:
     async def remove(self) -> None:
         session = require_session()
         await session.delete_message(self)
-        await session.emit("delete_message", self.to_dict())
+        await session.emit("delete_message", self.shown_dict())

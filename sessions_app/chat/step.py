@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, ParamSpec, TypeVar, cast, overload
 
-from sessions_app.chat.context import require_session, turn_message
+from sessions_app.chat.context import require_session, turn_message, turn_message_shown_as
+from sessions_app.chat.sync import run_sync
 from threads_app.step_budgets import StreamAllowance
 from threads_app.wire import iso, parse_iso
 
@@ -35,6 +36,8 @@ _open_steps: ContextVar[tuple["Step", ...]] = ContextVar("tether_open_steps", de
 
 P = ParamSpec("P")
 R = TypeVar("R")
+# What ``@chat.step`` takes and gives back with its signature: an async or a plain function.
+StepFunction = TypeVar("StepFunction", bound=Callable[..., Any])
 
 
 def _as_text(value: Any) -> tuple[str, str | None]:
@@ -92,6 +95,8 @@ class Step:
         self.thread_id: uuid.UUID | None = None
         self.seq: int | None = None
         self.streaming = False
+        # (the turn's user message, the id its client knows it by) when nested in it.
+        self._turn_parent: tuple[uuid.UUID, str] | None = None
 
     def __repr__(self) -> str:
         return f"Step(id={self.id}, type={self.type!r}, name={self.name!r})"
@@ -159,7 +164,6 @@ class Step:
             "name": self.name,
             "input": self._input,
             "output": self._output,
-            "content": [],
             "metadata": self.metadata,
             "isError": self.is_error,
             "streaming": self.streaming,
@@ -169,6 +173,14 @@ class Step:
             "showInput": self.show_input,
             "language": self.language,
         }
+
+    def shown_dict(self) -> dict[str, Any]:
+        """The StepDict clients are sent live: a step nested in the turn's user message names
+        it by the id its client chose, as that message is shown live (``live_user_step``)."""
+        shown = self.to_dict()
+        if self._turn_parent is not None and self.parent_id == self._turn_parent[0]:
+            shown["parentId"] = self._turn_parent[1]
+        return shown
 
     # --- the Message verbs --------------------------------------------------------------------
 
@@ -183,7 +195,7 @@ class Step:
         was_streaming = self.streaming
         self.streaming = False
         await session.save_message(self)
-        await session.emit("update_message" if was_streaming else "new_message", self.to_dict())
+        await session.emit("update_message" if was_streaming else "new_message", self.shown_dict())
         return self
 
     async def update(self) -> "Step":
@@ -192,13 +204,13 @@ class Step:
         if self.created_at is None:
             self.created_at = datetime.now(UTC)
         await session.save_message(self)
-        await session.emit("update_message", self.to_dict())
+        await session.emit("update_message", self.shown_dict())
         return self
 
     async def remove(self) -> None:
         session = require_session()
         await session.delete_message(self)
-        await session.emit("delete_message", self.to_dict())
+        await session.emit("delete_message", self.shown_dict())
 
     async def stream_token(self, token: str, *, is_sequence: bool = False, is_input: bool = False) -> None:
         """Append (or with ``is_sequence``, replace) text of the output (or, with ``is_input``,
@@ -221,7 +233,7 @@ class Step:
             self.start = self.start or now
             self.thread_id = session.thread_id
             session.track_stream(self)
-            await session.emit("stream_start", self.to_dict())
+            await session.emit("stream_start", self.shown_dict())
             return
         await session.emit(
             "stream_token",
@@ -230,10 +242,19 @@ class Step:
 
     # --- the context manager ----------------------------------------------------------------
 
-    async def __aenter__(self) -> "Step":
+    def _take_parent(self) -> None:
+        """Nest under the innermost open step, else the turn's user message (named live by
+        the id its client chose)."""
+        if self.parent_id is not None:
+            return
         stack = _open_steps.get()
-        if self.parent_id is None:
-            self.parent_id = stack[-1].id if stack else turn_message.get()
+        self.parent_id = stack[-1].id if stack else turn_message.get()
+        shown_as = turn_message_shown_as.get()
+        if not stack and self.parent_id is not None and shown_as is not None:
+            self._turn_parent = (self.parent_id, shown_as)
+
+    async def __aenter__(self) -> "Step":
+        self._take_parent()
         self.start = datetime.now(UTC)
         await self.send()  # if this fails, the block never ran: the step is not left open
         _open_steps.set((*_open_steps.get(), self))
@@ -258,6 +279,20 @@ class Step:
         await self.update()
         return False
 
+    def __enter__(self) -> "Step":
+        """``with chat.Step(...)`` in plain code (a plain hook, a ``chat.make_async`` function):
+        the step is sent through ``chat.run_sync`` and is open in this thread's context."""
+        self._take_parent()
+        run_sync(self.__aenter__())
+        _open_steps.set((*_open_steps.get(), self))
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Literal[False]:
+        _open_steps.set(tuple(s for s in _open_steps.get() if s is not self))
+        return run_sync(self.__aexit__(exc_type, exc, tb))
+
     def __call__(self, func: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         """``@chat.Step(name=..., type=...)`` used as a decorator."""
         kind = cast(StepType, self.type)  # checked when the step was made
@@ -265,7 +300,7 @@ class Step:
 
 
 @overload
-def step(func: Callable[P, Awaitable[R]], /) -> Callable[P, Awaitable[R]]: ...
+def step(func: StepFunction, /) -> StepFunction: ...
 
 
 @overload
@@ -278,7 +313,7 @@ def step(
     language: str | None = None,
     show_input: bool | str = "json",
     metadata: dict[str, Any] | None = None,
-) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]: ...
+) -> Callable[[StepFunction], StepFunction]: ...
 
 
 def step(
@@ -291,14 +326,16 @@ def step(
     show_input: bool | str = "json",
     metadata: dict[str, Any] | None = None,
 ) -> Any:
-    """``@chat.step`` / ``@chat.step(name=..., type="tool")`` on an async function: every call
-    is a step whose input is the call's arguments and whose output is its return value."""
+    """``@chat.step`` / ``@chat.step(name=..., type="tool")``: every call is a step whose input
+    is the call's arguments and whose output is its return value. On a plain function, as
+    Chainlit allows, the step is sent with ``chat.run_sync``: call it from plain code (a plain
+    hook, a ``chat.make_async`` function), not from the event loop."""
     if type not in STEP_TYPES:
         raise ValueError(f"step type {type!r} is not one of {', '.join(sorted(STEP_TYPES))}")
 
     def decorate(function: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         if not inspect.iscoroutinefunction(function):
-            raise TypeError(f"@chat.step needs an async function; {function.__name__} is not one")
+            return cast(Callable[P, Awaitable[R]], plain_step(cast(Callable[..., Any], function)))
         signature = inspect.signature(function)
 
         @functools.wraps(function)
@@ -316,5 +353,24 @@ def step(
                 return result
 
         return run
+
+    def plain_step(function: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def run_plain(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            current = Step(
+                name or function.__name__, type, language=language, show_input=show_input, metadata=metadata
+            )
+            current.input = dict(bound.arguments)
+            with current:
+                result = function(*args, **kwargs)
+                if result is not None and not current.output:
+                    current.output = result
+                return result
+
+        return run_plain
 
     return decorate(func) if func is not None else decorate

@@ -10,6 +10,10 @@ The contract (docs/design.md, "Chat runtime"):
 - ``stop()`` moves to stopping and clears the queue, so the close handler does not drain;
   ``restart()`` only closes the run, so the close handler drains into a fresh one;
   ``reset_session()`` is stop plus forgetting the engine's session id;
+- every write is made under the thread's claim (``fence``, ``threads_app.fencing``): a
+  session whose thread another process took over (this one was judged dead while it stalled)
+  has its first write refused, and then drops its turn and queue, shows nothing more and
+  leaves the pool (``on_fenced``); the new owner answers what was accepted;
 - in the close window (the run has closed, the phase is not idle yet) ``send()`` returns False
   rather than racing a second run.
 """
@@ -20,6 +24,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, assert_never
 
+from chatproject import log_context
+from sessions_app import fence_checks, metrics
 from sessions_app.runtime import transcript
 from sessions_app.runtime.conversation import Conversation
 from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
@@ -35,7 +41,9 @@ from sessions_app.runtime.messages import (
     UnknownMessage,
 )
 from sessions_app.runtime.phases import Phase, is_busy
+from threads_app.fencing import Fence, Fenced
 from threads_app.step_budgets import StreamAllowance
+from threads_app.wire import live_user_step
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +53,9 @@ SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it 
 
 
 class ChatSession(Conversation):
+    # Set once the thread turned out to be another process's (``_lose``).
+    fenced = False
+
     def __init__(
         self,
         *,
@@ -53,11 +64,18 @@ class ChatSession(Conversation):
         emit: Emit,
         engine_session_id: str | None = None,
         author: str = "user",
+        fence: Fence | None = None,
+        on_fenced: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(
             thread_id=thread_id, engine=engine, engine_session_id=engine_session_id, author=author
         )
-        self.emit = emit
+        self._emit = emit
+        # The claim this session writes under, and what to call when it turns out stale.
+        self.fence = fence
+        self._on_fenced = on_fenced
+        self.fenced = False
+        fence_checks.note_taken(fence)
         self.queue: list[UserTurn] = []
         self.dropped: list[uuid.UUID] = []  # accepted ids stop() cleared from the queue
         self._was_busy = False
@@ -71,9 +89,47 @@ class ChatSession(Conversation):
         # engine message id -> what its stream may still show (``STEP_MAX_BYTES``)
         self._allowances: dict[str, StreamAllowance] = {}
         self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
+        self._turn_clock: metrics.EngineTurnClock | None = None  # of the turn in flight
         # A graceful shutdown: no new turn starts here; what is queued stays pending in the
         # database for the box's next owner.
         self.draining = False
+
+    async def emit(self, event: str, data: Any) -> None:
+        """Show ``event`` to the thread's watchers, unless the thread was taken over (checked
+        with the database only when this process's lease may have lapsed: after a stall)."""
+        if self.fenced:
+            return
+        if not await fence_checks.may_show(self.fence):
+            assert self.fence is not None
+            await self._lose(Fenced(self.fence, f"event {event}"))
+            return
+        await self._emit(event, data)
+
+    async def _lose(self, exc: Fenced) -> None:
+        """The thread was taken over (``exc``): drop the turn, the queue and the run; the new
+        owner answers every send accepted for the thread. Logged once."""
+        if self.fenced:
+            return
+        self.fenced = True
+        logger.warning(
+            "thread %s was taken over while this process ran it (%s); dropping its turn, %d queued "
+            "turn(s) and its run",
+            self.thread_id,
+            exc,
+            len(self.queue),
+        )
+        self.queue.clear()
+        self._turn_ids = []
+        self._streamed.clear()
+        self._partial.clear()
+        if self._on_fenced is not None:
+            self._on_fenced()
+        run = self.run
+        if run is not None:
+            self._closing = True
+            task = asyncio.create_task(run.close())  # the close handler writes nothing now
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     # --- phase --------------------------------------------------------------------------
 
@@ -91,6 +147,8 @@ class ChatSession(Conversation):
 
     async def send(self, turn: UserTurn) -> bool:
         """Start the turn now, or return False (busy, stopping, or closing): then enqueue."""
+        if self.fenced:
+            return True  # the thread's new owner answers it (it is pending in the database)
         if self.refuses_sends():
             return False
         if self.phase is Phase.IDLE:
@@ -163,15 +221,24 @@ class ChatSession(Conversation):
         assert run is not None
         self._move(Phase.STREAMING)
         try:
-            step = await transcript.write_user_step(self.thread_id, turn, self.author)
+            step = await transcript.write_user_step(self.thread_id, turn, self.author, self.fence)
+        except Fenced as exc:
+            await self._lose(exc)
+            return
         except Exception:
             # Not transcribed, not sent: the turn stays first in line and the run stays usable.
             self._move(Phase.READY)
             self.queue.insert(0, turn)
             raise
         self._turn_ids = list(turn.accepted_ids)
+        if self._turn_clock is not None:  # a turn that never settled (cannot happen): counted as cut
+            self._turn_clock.end("error")
+        self._turn_clock = metrics.EngineTurnClock(turn.accepted_at)
+        sends = ",".join(map(str, turn.accepted_ids))
+        log_context.bind(thread=self.thread_id, turn=uuid.uuid4().hex[:12], send=sends)
+        logger.info("turn of send(s) %s began", sends)
         await self.emit("task_start", None)
-        await self.emit("new_message", step)
+        await self.emit("new_message", live_user_step(step))  # under the id its client chose
         try:
             await run.send(turn)
         except EngineError:
@@ -183,6 +250,15 @@ class ChatSession(Conversation):
     # --- the pump's callbacks ------------------------------------------------------------------
 
     async def on_message(self, message: ChatMessage) -> None:
+        """The engine's message, unless the thread was taken over (then dropped)."""
+        if self.fenced:
+            return
+        try:
+            await self._on_message(message)
+        except Fenced as exc:
+            await self._lose(exc)
+
+    async def _on_message(self, message: ChatMessage) -> None:
         """The message switch: exhaustive (a new message type fails ``assert_never``)."""
         match message:
             case SystemInit(engine_session_id=session_id):
@@ -192,6 +268,8 @@ class ChatSession(Conversation):
                 if not text:
                     return  # the reply is full: its step keeps no more (nor is more shown)
                 self._partial.setdefault(message_id, []).append(text)
+                if self._turn_clock is not None:
+                    self._turn_clock.output()
                 start = self._streamed.get(message_id)
                 if start is None:  # the step id is derived once per message, not per token
                     start = {
@@ -210,16 +288,22 @@ class ChatSession(Conversation):
                     "stream_token", {"id": start["id"], "token": text, "isSequence": False, "isInput": False}
                 )
             case AssistantText(message_id=message_id, text=text):
-                step = await transcript.write_assistant_text(self.thread_id, message_id, text)
+                if self._turn_clock is not None:
+                    self._turn_clock.output()
+                step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
                 self._partial.pop(message_id, None)
                 self._allowances.pop(message_id, None)
                 streamed = self._streamed.pop(message_id, None) is not None
                 await self.emit("update_message" if streamed else "new_message", step)
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
-                step = await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input)
+                step = await transcript.write_tool_call(
+                    self.thread_id, tool_use_id, name, tool_input, self.fence
+                )
                 await self.emit("new_message", step)
             case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
-                finished = await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
+                finished = await transcript.finish_tool_step(
+                    self.thread_id, tool_use_id, output, is_error, self.fence
+                )
                 if finished is not None:
                     await self.emit("update_message", finished)
             case TaskEvent():
@@ -250,13 +334,22 @@ class ChatSession(Conversation):
     async def on_close(self, run: Run, error: BaseException | None) -> None:
         if run is not self.run:
             return
+        try:
+            await self._on_close(run)
+        except Fenced as exc:
+            await self._lose(exc)
+
+    async def _on_close(self, run: Run) -> None:
         was_stopping = self.phase is Phase.STOPPING
         was_streaming = self.phase is Phase.STREAMING
         self.run = None
         self.runs_open -= 1
+        metrics.engine_runs.dec()
         self._closing = False
         self._was_busy = False
         self._move(Phase.IDLE)
+        if self.fenced:
+            return  # the thread is another process's: nothing here is written or shown
         if was_stopping and not self.draining:
             # Sends refused while stopping were queued after stop() dropped the rest; they go
             # now, before the awaits below let another hand-over start a run with them.
@@ -290,6 +383,7 @@ class ChatSession(Conversation):
                 name=start.get("name") or "assistant",
                 output=text,
                 metadata={"interrupted": True} if interrupted else {},
+                fence=self.fence,
             )
             await self.emit("update_message", step)
         self._partial.clear()
@@ -298,16 +392,23 @@ class ChatSession(Conversation):
     async def _settle_turn(self, outcome: str) -> None:
         """Record how the turn in flight ended on the sends it carried."""
         ids, self._turn_ids = self._turn_ids, []
+        clock, self._turn_clock = self._turn_clock, None
+        if clock is not None:
+            clock.end(outcome)
+            logger.info("turn of send(s) %s ended: %s", ",".join(map(str, ids)), outcome)
         if ids:
-            await transcript.settle_turn(ids, outcome)
+            await transcript.settle_turn(ids, outcome, fence=self.fence)
 
     async def close_orphaned_turns(self) -> None:
         """Turns this thread's previous runner (a process that died or was stopped) left
         without an outcome end here, with a visible error step; the user can send again."""
-        for accepted_ids in await transcript.unsettled_turns(self.thread_id):
-            step = await self._error_step(SERVER_STOPPED_TEXT)
-            await transcript.settle_turn(accepted_ids, "error")
-            await self.emit("new_message", step)
+        try:
+            for accepted_ids in await transcript.unsettled_turns(self.thread_id):
+                step = await self._error_step(SERVER_STOPPED_TEXT)
+                await transcript.settle_turn(accepted_ids, "error", fence=self.fence)
+                await self.emit("new_message", step)
+        except Fenced as exc:
+            await self._lose(exc)
 
     async def _error_step(self, text: str) -> dict[str, Any]:
         return await transcript.write_engine_step(
@@ -317,6 +418,7 @@ class ChatSession(Conversation):
             name="Error",
             output=text,
             is_error=True,
+            fence=self.fence,
         )
 
     # --- control --------------------------------------------------------------------------
@@ -356,7 +458,7 @@ class ChatSession(Conversation):
         task.add_done_callback(self._background.discard)
 
     async def _report_dropped(self, dropped: UserTurn) -> None:
-        await transcript.mark_failed(dropped.accepted_ids, "stopped")
+        await transcript.mark_failed(dropped.accepted_ids, "stopped", fence=self.fence)
         for message_id in dropped.message_ids:
             await self.emit(
                 "message_failed",
@@ -374,7 +476,7 @@ class ChatSession(Conversation):
         self.engine_session_id = None  # a run started from now on does not resume the old one
         await self.stop()
         self.engine_session_id = None  # the stopped run may have reported the old id meanwhile
-        await transcript.save_engine_session_id(self.thread_id, "")
+        await transcript.save_engine_session_id(self.thread_id, "", self.fence)
 
     async def drain(self) -> None:
         """A graceful shutdown: start no new turn; once the turn in flight (if any) lands,
@@ -410,6 +512,16 @@ class ChatSession(Conversation):
             await self.run.interrupt()
 
     # --- for observers (tests, metrics) ---------------------------------------------------
+
+    def ready_for_turn(self) -> bool:
+        """A send handed over now starts its turn on the open run at once (nothing before it)."""
+        return (
+            self.phase is Phase.READY
+            and self.run is not None
+            and self._handing_over == 0
+            and not self.queue
+            and not self.refuses_sends()
+        )
 
     def refuses_sends(self) -> bool:
         """``send()`` would return False now (the caller has to enqueue)."""

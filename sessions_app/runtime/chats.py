@@ -10,16 +10,18 @@ audience), wherever their sockets are.
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sessions_app import records
+from sessions_app import metrics, records
 from sessions_app.accepting import accept_send
 from sessions_app.database import database_sync_to_async
-from sessions_app.emitter import emit_to_session
+from sessions_app.emitter import emit_encoded
+from sessions_app.event_frames import encode_event
 from sessions_app.mailbox import MailboxError
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
@@ -53,8 +55,11 @@ class Audience:
     async def __call__(self, event: str, data: Any) -> None:
         with self._lock:
             sessions = list(self._sessions)
+        if not sessions:
+            return
+        encoded = encode_event(event, [data])  # once for every watcher
         for session_id in sessions:
-            await emit_to_session(session_id, event, data)
+            await emit_encoded(session_id, encoded)
 
 
 class Audiences:
@@ -109,14 +114,22 @@ async def _chat_session(box: Box, thread_id: uuid.UUID, author: str) -> ChatSess
     return await pool.chat_session(thread_id, emit=audiences.emitter(thread_id), author=author)
 
 
-async def submit_here(request: dict[str, Any]) -> bool:
-    """``runtime.submit``: give an accepted send to its thread's session; True if it queues."""
+async def submit_here(
+    request: dict[str, Any], *, box: Box | None = None, queued_by_turn: list[bool] | None = None
+) -> bool:
+    """``runtime.submit``: give an accepted send to its thread's session; True if it queues.
+    ``box``: read by the send's accepting trip (a send handed over in its own process).
+    ``queued_by_turn``: the caller records the answer's ``queued`` only when this holds no
+    True: a send that starts a turn on a ready run at once has it recorded by its user step's
+    write (``UserTurn.unqueued_ids``), which follows immediately, instead of a trip of its own."""
     thread_id = uuid.UUID(request["thread"])
     if request.get("session"):
         audiences.of(thread_id).add(uuid.UUID(request["session"]))
-    # The box is read on every send (one indexed query): an engine or options edited in the
-    # admin take effect on this turn (the pool replaces an idle session built with the old).
-    box = await box_of(thread_id)
+    # The box is read on every send (one indexed query, in the accepting trip when the send
+    # is handed over here): an engine or options edited in the admin take effect on this turn
+    # (the pool replaces an idle session built with the old).
+    if box is None:
+        box = await box_of(thread_id)
     assert box is not None
     try:
         session = await _chat_session(box, thread_id, request["author"])
@@ -130,8 +143,14 @@ async def submit_here(request: dict[str, Any]) -> bool:
         images=list(request.get("images") or []),
         accepted_ids=[uuid.UUID(request["message"])],
         message_ids=[uuid.UUID(request["client_id"])],
+        accepted_at=request.get("accepted_at"),
     )
-    return session.submit_soon(turn)
+    ready = session.ready_for_turn()
+    queued = session.submit_soon(turn)
+    if queued_by_turn is not None and ready and not queued:
+        turn.unqueued_ids = list(turn.accepted_ids)  # the turn has not begun: it runs after this
+        queued_by_turn.append(True)
+    return queued
 
 
 async def watch_here(request: dict[str, Any]) -> bool:
@@ -216,6 +235,7 @@ async def accept_and_submit(
         images=images,
         source=AcceptedMessage.Source.CHAT,
         retry=retry,
+        with_read=lambda: Box.objects.filter(pk=thread.box_id).first(),
     )
     accepted = acceptance.record
     answer = {"threadId": str(thread.pk), "messageId": str(message_id)}
@@ -226,15 +246,31 @@ async def accept_and_submit(
             return {**answer, "queued": queued}
         logger.info("send %s was never handed over; handing it over now", message_id)
         await publish_accepted(accepted, author=user.get_username(), image_count=len(images))
-    queued = await hand_over(accepted, author=user.get_username(), session_id=session_id)
-    await database_sync_to_async(record_queued)(accepted.pk, queued)
+    recorded_by_turn: list[bool] = []
+    queued = await hand_over(
+        accepted,
+        author=user.get_username(),
+        session_id=session_id,
+        box=acceptance.read,
+        queued_by_turn=recorded_by_turn,
+    )
+    if not recorded_by_turn:
+        await database_sync_to_async(record_queued)(accepted.pk, queued)
     return {**answer, "queued": queued}
 
 
-async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.UUID | None = None) -> bool:
+async def hand_over(
+    accepted: AcceptedMessage,
+    *,
+    author: str,
+    session_id: uuid.UUID | None = None,
+    box: Box | None = None,
+    queued_by_turn: list[bool] | None = None,
+) -> bool:
     """Give an accepted send to its thread's ChatSession, wherever that runs.
     Returns whether it waits in a queue. When the owner cannot be reached (the channel layer
-    is down, the owner died) the send stays pending: the recovery loop hands it over later."""
+    is down, the owner died) the send stays pending: the recovery loop hands it over later.
+    ``box`` and ``queued_by_turn`` go to ``submit_here`` when it runs in this process."""
     request = {
         "type": "runtime.submit",
         "thread": str(accepted.thread_id),
@@ -244,9 +280,11 @@ async def hand_over(accepted: AcceptedMessage, *, author: str, session_id: uuid.
         "client_id": str(accepted.client_id),
         "text": accepted.text,
         "images": list(accepted.images),
+        "accepted_at": meter.accepted_wall if (meter := metrics.current_meter.get()) is not None else None,
     }
     try:
-        return bool(await at_thread_owner(accepted.thread_id, request, submit_here))
+        here = functools.partial(submit_here, box=box, queued_by_turn=queued_by_turn)
+        return bool(await at_thread_owner(accepted.thread_id, request, here))
     except Exception as exc:  # MailboxError, or the layer failing under the claim
         logger.warning(
             "thread %s owner unreachable (%r); send %s stays pending for recovery",

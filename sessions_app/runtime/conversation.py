@@ -13,11 +13,13 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
+from sessions_app import metrics
 from sessions_app.runtime import transcript
 from sessions_app.runtime.engines.base import Engine, Run
 from sessions_app.runtime.messages import ChatMessage, UnknownMessage
 from sessions_app.runtime.phases import Phase, is_running, transition
 from sessions_app.runtime.pump import pump_run
+from threads_app.fencing import Fence
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ class Conversation:
         self._pump_task: asyncio.Task[None] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        # The claim the conversation's writes are made under (``threads_app.fencing``).
+        self.fence: Fence | None = None
 
     # --- phase --------------------------------------------------------------------------
 
@@ -81,6 +85,7 @@ class Conversation:
         self.run = run
         self.runs_started += 1
         self.runs_open += 1
+        metrics.engine_runs.inc()
         self._move(Phase.READY)
         self._pump_task = asyncio.create_task(
             pump_run(run, self.on_message, lambda err: self.on_close(run, err))
@@ -96,7 +101,7 @@ class Conversation:
         """The engine reported its conversation id: kept on the thread so a later run resumes it."""
         if engine_session_id and engine_session_id != self.engine_session_id:
             self.engine_session_id = engine_session_id
-            await transcript.save_engine_session_id(self.thread_id, engine_session_id)
+            await transcript.save_engine_session_id(self.thread_id, engine_session_id, self.fence)
 
     def _unknown(self, message: UnknownMessage) -> None:
         logger.warning("thread %s: unhandled engine message %r", self.thread_id, message.raw.get("type"))

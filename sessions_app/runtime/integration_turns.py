@@ -26,14 +26,16 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 
-from sessions_app import webhooks
+from sessions_app import webhook_tasks
 from sessions_app.accepting import accept_send
 from sessions_app.database import database_sync_to_async
 from sessions_app.mailbox import MailboxError
+from sessions_app.runtime import transcript
+from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools
 from sessions_app.runtime.routing import at_box_owner, box_of
-from sessions_app.runtime.thread_session import TurnResponse
+from sessions_app.runtime.thread_session import LOST, TurnResponse
 from threads_app.models import AcceptedMessage, Box, Thread
 from threads_app.selectors import accepted_exists, box_by_id
 from threads_app.services import MessageConflict, fail_sends, record_queued
@@ -158,8 +160,16 @@ async def _mark_failed(send: AcceptedMessage) -> None:
     await database_sync_to_async(fail_sends)([send.pk], AcceptedMessage.Failure.ENGINE)
 
 
+def _outcome(response: TurnResponse) -> str:
+    """The send's recorded outcome for the turn's response."""
+    if response.outcome == "interrupted":
+        return AcceptedMessage.Outcome.INTERRUPTED
+    return AcceptedMessage.Outcome.ERROR if response.is_error else AcceptedMessage.Outcome.REPLIED
+
+
 async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None:
-    """Run the turn through the box's pool, then deliver the complete response."""
+    """Run the turn through the box's pool, record its outcome (so that a turn this process
+    dies in is told from one it finished: ``recover``), then deliver the complete response."""
     thread_id, message_id = send.thread_id, send.client_id
     try:
         box = await _fresh_box(box_id)
@@ -167,6 +177,9 @@ async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None
             return  # deleted since the message was accepted (and its records with it)
         pool = pools.for_box(box.id, box.engine, box.engine_options)
         response = await pool.send_to_thread(thread_id, UserTurn.of_send(send), author=author)
+        if response.outcome == LOST:
+            return  # the box's new owner answers it (and delivers that answer)
+        await transcript.settle_turn([send.pk], _outcome(response))
     except ObjectDoesNotExist:
         logger.warning("thread %s was deleted before message %s was answered", thread_id, message_id)
         return
@@ -175,14 +188,71 @@ async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None
         response = TurnResponse("The engine could not answer.", True, "error")
         with contextlib.suppress(Exception):
             await _mark_failed(send)
+            await transcript.settle_turn([send.pk], AcceptedMessage.Outcome.ERROR)  # if transcribed
     finally:
         integration_turns.in_flight.discard(thread_id)
+    await _deliver(box_id, thread_id, message_id, response)
+
+
+async def _deliver(
+    box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, response: TurnResponse
+) -> None:
+    """Queue the response's delivery to the box's webhook (durable: ``webhook_tasks``)."""
     try:
         box = await _fresh_box(box_id)  # the webhook settings as they are now
         if box is not None and box.webhook_url:
-            await webhooks.deliver(box, _payload(thread_id, message_id, response))
+            await database_sync_to_async(webhook_tasks.enqueue)(
+                box, _payload(thread_id, message_id, response)
+            )
     except Exception:
-        logger.exception("webhook delivery for message %s failed", message_id)
+        logger.exception("webhook delivery for message %s could not be queued", message_id)
+
+
+# --- recovery: integration sends a dead owner left -------------------------------------------------
+
+
+@database_sync_to_async
+def _still_open(send: AcceptedMessage) -> bool:
+    return AcceptedMessage.objects.filter(pk=send.pk, state=send.state, outcome="").exists()
+
+
+async def _close_cut_turn(box_id: uuid.UUID, send: AcceptedMessage) -> None:
+    """A turn the box's previous owner began and never finished: it ends with a visible error
+    step, and the integration gets that error at its webhook (it may send the message again)."""
+    step = await transcript.write_engine_step(
+        send.thread_id,
+        f"error-{uuid.uuid4()}",
+        type="assistant_message",
+        name="Error",
+        output=SERVER_STOPPED_TEXT,
+        is_error=True,
+    )
+    await transcript.settle_turn([send.pk], AcceptedMessage.Outcome.ERROR)
+    await _deliver(
+        box_id, send.thread_id, send.client_id, TurnResponse(SERVER_STOPPED_TEXT, True, "error", [step["id"]])
+    )
+
+
+async def recover(box_id: uuid.UUID, sends: list[AcceptedMessage]) -> int:
+    """In the box's (new) owner: answer the integration sends a dead owner accepted and never
+    transcribed, and close the turns it began and never finished; returns how many. Threads
+    with a turn in flight here are left alone (their send is this process's own)."""
+    done = 0
+    async with integration_turns.box_lock(box_id):
+        for send in sends:
+            if send.thread_id in integration_turns.in_flight:
+                continue
+            # Read again: a turn of this process that ended after ``sends`` was read recorded
+            # its outcome before leaving ``in_flight``, so it is not taken for a cut one.
+            if not await _still_open(send):
+                continue
+            if send.state == AcceptedMessage.State.TRANSCRIBED:
+                await _close_cut_turn(box_id, send)
+            else:
+                integration_turns.in_flight.add(send.thread_id)
+                integration_turns.start(_answer(box_id, send, send.author.get_username()))
+            done += 1
+    return done
 
 
 def _payload(thread_id: uuid.UUID, message_id: uuid.UUID, response: TurnResponse) -> dict[str, Any]:

@@ -31,11 +31,14 @@ from typing import Any
 
 from django.conf import settings
 
+from sessions_app import metrics
 from sessions_app.database import database_sync_to_async
+from sessions_app.mailbox import mailbox
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession, Emit
 from sessions_app.runtime.engines import Engine, get_engine
 from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.ownership import known_owners
 from sessions_app.runtime.thread_session import ChatThreadSession, TurnResponse
 from threads_app.services import forget_engine_sessions
 
@@ -120,12 +123,16 @@ class BoxPool:
             return session
 
     async def _new_chat_session(self, thread_id: uuid.UUID, *, emit: Emit, author: str) -> ChatSession:
+        # The session writes under the claim this process holds on the thread, as it is now.
+        engine_session_id, fence = await transcript.load_runner_state(thread_id, await mailbox.channel())
         session = ChatSession(
             thread_id=thread_id,
             engine=self.engine_factory(),
             emit=emit,
-            engine_session_id=await transcript.load_engine_session_id(thread_id),
+            engine_session_id=engine_session_id,
             author=author,
+            fence=fence,
+            on_fenced=lambda: self._fenced(thread_id, session),
         )
         self.chat_sessions[thread_id] = session
         self._built["chat", thread_id] = (self.generation, self._engine_name())
@@ -134,6 +141,14 @@ class BoxPool:
         await session.close_orphaned_turns()
         session.recover(await transcript.pending_turns(thread_id))
         return session
+
+    def _fenced(self, thread_id: uuid.UUID, session: ChatSession) -> None:
+        """The session lost its thread to another process: it leaves the pool (the next
+        send for the thread asks who owns it now)."""
+        known_owners.forget(("thread", thread_id))
+        if self.chat_sessions.get(thread_id) is session:
+            del self.chat_sessions[thread_id]
+            self._forget("chat", thread_id)
 
     async def _make_room(self) -> None:
         """Room for one more session: when the box is at ``ENGINE_SESSIONS_PER_BOX``, its least
@@ -181,12 +196,16 @@ class BoxPool:
                 await self._replaced("thread", thread_id, session)
                 session = None
             if session is None:
+                engine_session_id, fence = await transcript.load_integration_state(
+                    thread_id, self.box_id, await mailbox.channel()
+                )
                 session = ChatThreadSession(
                     thread_id=thread_id,
                     engine=self.engine_factory(),
-                    engine_session_id=await transcript.load_engine_session_id(thread_id),
+                    engine_session_id=engine_session_id,
                     author=author,
                 )
+                session.fence = fence  # its writes are made under this process's claim on the box
                 self.thread_sessions[thread_id] = session
                 self._built["thread", thread_id] = (self.generation, self._engine_name())
             self.active_thread = thread_id
@@ -228,6 +247,7 @@ class BoxPool:
                         self.active_thread = None
                     await thread_session.stop()
                     closed += 1
+        metrics.engine_idle_closes.inc(closed)
         return closed
 
     def _forget(self, kind: str, thread_id: uuid.UUID) -> None:

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import assert_never
 
+from sessions_app import metrics
 from sessions_app.runtime import transcript
 from sessions_app.runtime.conversation import Conversation
 from sessions_app.runtime.engines.base import Engine, EngineError, Run, UserTurn
@@ -27,6 +28,7 @@ from sessions_app.runtime.messages import (
     UnknownMessage,
 )
 from sessions_app.runtime.phases import Phase, is_busy
+from threads_app.fencing import Fenced
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,11 @@ class TurnResponse:
     is_error: bool = False
     outcome: str = "success"
     step_ids: list[str] = field(default_factory=list)
+
+
+# The outcome of a turn whose box another process took over (``threads_app.fencing``): its
+# writes were refused; the box's new owner answers the send.
+LOST = "lost"
 
 
 class ChatThreadSession(Conversation):
@@ -83,14 +90,30 @@ class ChatThreadSession(Conversation):
         assert run is not None
         self._move(Phase.STREAMING)
         try:
-            await transcript.write_user_step(self.thread_id, turn, self.author)
+            await transcript.write_user_step(self.thread_id, turn, self.author, self.fence)
+        except Fenced as exc:
+            self._move(Phase.READY)
+            self._lose(exc)
+            return await self._turn
         except Exception:
             self._move(Phase.READY)  # the engine never saw the turn
             raise
         await run.send(turn)
         return await self._turn
 
+    def _lose(self, exc: Fenced) -> None:
+        """The box was taken over: this turn's work is dropped, and said once."""
+        logger.warning("box of thread %s was taken over while this process ran it (%s)", self.thread_id, exc)
+        self._finish(TurnResponse("", True, LOST, list(self._step_ids)))
+
     async def on_message(self, message: ChatMessage) -> None:
+        """The engine's message; a refused write ends the turn as lost (``LOST``)."""
+        try:
+            await self._on_message(message)
+        except Fenced as exc:
+            self._lose(exc)
+
+    async def _on_message(self, message: ChatMessage) -> None:
         """The message switch: exhaustive; deltas and task events are skipped on purpose."""
         match message:
             case SystemInit(engine_session_id=session_id):
@@ -102,13 +125,13 @@ class ChatThreadSession(Conversation):
                     "thread %s: task event skipped (integrations get responses only)", self.thread_id
                 )
             case AssistantText(message_id=message_id, text=text):
-                step = await transcript.write_assistant_text(self.thread_id, message_id, text)
+                step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
                 self._texts.append(text)
                 self._step_ids.append(step["id"])
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
-                await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input)
+                await transcript.write_tool_call(self.thread_id, tool_use_id, name, tool_input, self.fence)
             case ToolOutput(tool_use_id=tool_use_id, output=output, is_error=is_error):
-                await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error)
+                await transcript.finish_tool_step(self.thread_id, tool_use_id, output, is_error, self.fence)
             case TurnResult(outcome=outcome, is_error=is_error, text=text):
                 if self.phase is Phase.STREAMING:
                     self._move(Phase.READY)
@@ -128,6 +151,7 @@ class ChatThreadSession(Conversation):
             return
         self.run = None
         self.runs_open -= 1
+        metrics.engine_runs.dec()
         if self.phase is not Phase.IDLE:
             self._move(Phase.IDLE)
         self._finish(

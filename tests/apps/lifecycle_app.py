@@ -7,11 +7,14 @@ server processes can share the file. Messages drive it:
 - ``stream N`` / ``slowstream N S``: stream N tokens ``t0 t1 ...`` (with S seconds before each);
 - ``set KEY VALUE`` / ``get KEY``: the user session;
 - ``ctx``: reply with the chat context's length and ids;
+- ``replythensleep N``: reply "replied", then sleep N seconds (a hook that runs on after its send);
+- ``log TEXT``: write TEXT to the server's log (a warning of the ``tests.app`` logger), then reply;
 - anything else: "echo: <text>".
 """
 
 import asyncio
 import json
+import logging
 import os
 from typing import Any
 
@@ -52,6 +55,12 @@ async def message(msg: chat.Message) -> None:
         await chat.Message(f"set {words[1]}").send()
     elif words and words[0] == "get":
         await chat.Message(f"{words[1]}={chat.user_session.get(words[1])}").send()
+    elif words and words[0] == "replythensleep":
+        await chat.Message("replied").send()
+        await asyncio.sleep(float(words[1]))
+    elif words and words[0] == "log":
+        logging.getLogger("tests.app").warning(" ".join(words[1:]))
+        await chat.Message("logged").send()
     elif words and words[0] == "ctx":
         context = chat.chat_context.get()
         await chat.Message(json.dumps({"len": len(context), "ids": [str(m.id) for m in context]})).send()

@@ -167,7 +167,11 @@ async def test_bodies_of_empty_arrays_are_refused_and_cost_others_nothing(
         )
     await asyncio.sleep(0.5)
     growth_mib = (rss_kib(pid) - before) / 1024
-    assert growth_mib < 100, f"RSS grew {growth_mib:.0f} MiB"
+    # The bug kept the parsed lists: about 28x the body (830 MiB for 30 MB). What stays now is
+    # the allocator's high-water mark of chunks read while others' requests ran alongside: up
+    # to about 3 bodies' worth on a loaded machine (117 MiB once for 30 MB in CI).
+    bound_mib = 3 * megabytes + 40
+    assert growth_mib < bound_mib, f"RSS grew {growth_mib:.0f} MiB (bound {bound_mib} MiB)"
 
 
 @pytest.mark.abuse

@@ -13,6 +13,7 @@ import pytest
 
 from chatproject import cluster
 from chatproject.body_limits import limit_for
+from chatproject.servers import SERVER_ARGS
 from tests.support.nginx import require_nginx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +76,7 @@ def test_nginx_accepts_the_rendered_configuration(tmp_path):
 
 def test_sockets_are_upgraded_unbuffered_and_may_idle():
     blocks = location_blocks(TEMPLATE)
-    server, sockets = blocks["server"], blocks["/ws/"]
+    server = blocks["server"]
     assert directives(server, "proxy_http_version") == ["1.1"]
     headers = dict(h.split(None, 1) for h in directives(server, "proxy_set_header"))
     assert headers["Upgrade"] == "$http_upgrade"
@@ -85,9 +86,11 @@ def test_sockets_are_upgraded_unbuffered_and_may_idle():
     assert headers["X-Forwarded-Proto"] == "$scheme"
     # No location sets headers of its own: that would drop every header set for the server.
     assert all(not directives(b, "proxy_set_header") for name, b in blocks.items() if name != "server")
-    assert directives(sockets, "proxy_buffering") == ["off"]
-    assert directives(sockets, "proxy_read_timeout") == ["1h"]
-    assert "http_403" in directives(sockets, "proxy_next_upstream")[0]
+    for path in ("/ws/", "/chainlit/ws/"):  # the endpoint, and its twin under CHAINLIT_PATH_PREFIX
+        sockets = blocks[path]
+        assert directives(sockets, "proxy_buffering") == ["off"], path
+        assert directives(sockets, "proxy_read_timeout") == ["1h"], path
+        assert "http_403" in directives(sockets, "proxy_next_upstream")[0], path
 
 
 def test_no_request_that_reached_a_process_is_sent_to_another():
@@ -162,20 +165,41 @@ def test_the_command_refuses_without_the_shared_services(tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing was started or written
 
 
-def test_make_cluster_runs_daphne_with_make_runs_arguments():
-    """`make cluster` hands the supervisor the Makefile's DAPHNE_ARGS, which are also the
-    supervisor's own defaults (what tests and benches get)."""
+@pytest.mark.parametrize(
+    ("server", "module"), [("daphne", "chatproject.serve"), ("uvicorn", "chatproject.serve_uvicorn")]
+)
+def test_make_cluster_runs_the_chosen_server_with_make_runs_arguments(server, module):
+    """`make cluster` hands the supervisor the server (``SERVER``) and the Makefile's
+    DAPHNE_ARGS or UVICORN_ARGS, which are also the supervisor's own defaults for that server
+    (what tests and benches get); `make run` serves with the same."""
     dry_run = subprocess.run(
-        ["make", "-n", "run", "cluster", "PROCESSES=3", "PORT=9000"],
+        ["make", "-n", "run", "cluster", "PROCESSES=3", "PORT=9000", f"SERVER={server}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     ).stdout.splitlines()
-    (daphne,) = [line for line in dry_run if " chatproject.asgi:application" in line]
-    (supervisor,) = [line for line in dry_run if "-m chatproject.cluster --processes" in line]
-    run_args = daphne.split("-m chatproject.serve ", 1)[1].split(" -b ")[0].split()
+    (served,) = [line for line in dry_run if " chatproject.asgi:application" in line]
+    (supervisor,) = [line for line in dry_run if "-m chatproject.cluster --server" in line]
+    run_args = served.split(f"-m {module} ", 1)[1].split(" -b ")[0].split()
     assert supervisor.split(" -- ", 1)[1].split() == run_args
-    assert "--processes 3 --host 127.0.0.1 --port 9000" in supervisor
-    assert list(cluster.DAPHNE_ARGS) == run_args
+    assert f"--server {server} --processes 3 --host 127.0.0.1 --port 9000" in supervisor
+    assert list(SERVER_ARGS[server]) == run_args
+    local = cluster.Cluster(port=18000, env={**SERVICES, "SERVER": server})
+    assert local.server == server and local.daphne_args == run_args
+
+
+def test_an_unknown_server_is_refused_before_anything_runs(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "chatproject.cluster", "--server", "gunicorn", "--workdir", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, **SERVICES},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Tether runs on daphne or uvicorn" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -33,9 +33,9 @@ def test_the_chat_page_is_in_french_for_a_french_browser_and_in_english_otherwis
     assert '<button id="send" type="submit" class="primary">Envoyer</button>' in page
     assert 'placeholder="Écrire à Tether"' in page
     assert 'aria-label="Vos conversations"' in page
-    assert '<option value="dark">Sombre</option>' in page
+    assert 'value="dark" data-theme-choice> Sombre</label>' in page
     assert "<kbd>Entrée</kbd> envoie" in page
-    assert 'title="Connecté en tant que u-fr-FR,fr;q=0.9,en;q=0.5"' in page
+    assert "Connecté en tant que <strong>u-fr-FR,fr;q=0.9,en;q=0.5</strong>" in page
     assert ">Send<" not in page and "Message Tether" not in page
 
     english = signed_in("en-GB,en;q=0.8").get("/").content.decode()

@@ -40,7 +40,7 @@ async def axe_violations(chat: Chat) -> list[str]:
 
 
 async def set_theme(chat: Chat, theme: str) -> None:
-    await chat.page.select_option("#theme-select", theme)
+    await chat.set_theme(theme)
     await expect(chat.locator("html")).to_have_attribute("data-theme", theme)
 
 

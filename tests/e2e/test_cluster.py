@@ -4,7 +4,8 @@ the rendered chatproject/nginx/tether.conf), on the test database and Redis.
 Clients reach Tether only through the proxy, which balances without sticky sessions: health
 and readiness answer, a browser signs in and chats (the Host reaches Django as the browser
 sent it, so the login form's and the socket's Origin checks see the page's own origin),
-sockets land on both processes and chat with the default engine app, a session whose socket
+sockets land on both processes and chat with the default engine app (long-polling and
+upgrading clients too), a session whose socket
 moves to the other process is restored, a draining process is not ready and new sockets go
 around it, and SIGTERM to the supervisor drains everything and leaves nothing running. Which
 process holds a socket is read from the session record (``socket_owner``) and the liveness
@@ -13,6 +14,7 @@ CI (tests/support/nginx.py).
 """
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -22,7 +24,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,10 +35,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from chatproject.cluster import Cluster, Daphne, probe
+from chatproject.servers import SERVER_MODULES, SERVERS
 from sessions_app.models import ServerProcess, SocketSession
 from tests.e2e.test_web_ui import _page_opener
 from tests.support.client import ChatClient, user_cookie
 from tests.support.hook_log import hook_calls
+from tests.support.metrics import scrape
 from tests.support.nginx import require_nginx
 from tests.support.server import ROOT, database_env, free_port
 from tests.support.waiting import wait_until
@@ -72,17 +76,22 @@ def cluster_env(workdir: Path, **extra: str) -> dict[str, str]:
     }
 
 
-def start_cluster(workdir: Path, **env: str) -> Cluster:
+def start_cluster(workdir: Path, server: str | None = None, **env: str) -> Cluster:
     require_nginx()
     port, *backends = free_ports(3)
-    cluster = Cluster(port=port, backend_ports=backends, workdir=workdir, env=cluster_env(workdir, **env))
+    cluster = Cluster(
+        port=port, backend_ports=backends, workdir=workdir, env=cluster_env(workdir, **env), server=server
+    )
     return cluster.start()
 
 
-@pytest.fixture(scope="module")
-def engine_cluster(server_factory, tmp_path_factory) -> Iterator[Cluster]:
-    """The default app: every message goes to the echo engine of the user's box."""
-    cluster = start_cluster(tmp_path_factory.mktemp("engine-cluster"), CHAT_APP="sessions_app.default_app")
+@pytest.fixture(scope="module", params=SERVERS)
+def engine_cluster(request, server_factory, tmp_path_factory) -> Iterator[Cluster]:
+    """The default app: every message goes to the echo engine of the user's box; the module
+    runs once with daphne processes behind nginx, once with uvicorn ones."""
+    cluster = start_cluster(
+        tmp_path_factory.mktemp("engine-cluster"), server=request.param, CHAT_APP="sessions_app.default_app"
+    )
     yield cluster
     cluster.stop()
 
@@ -244,6 +253,67 @@ async def test_sockets_land_on_both_processes_and_chat(engine_cluster, make_user
             await tab.disconnect()
 
 
+async def test_metrics_through_the_proxy_report_both_processes(engine_cluster, make_user):
+    """Any process answers /metrics for both (the cluster's shared PROMETHEUS_MULTIPROC_DIR)."""
+    before = await asyncio.to_thread(scrape, engine_cluster.url)
+    cookie = await user_cookie(engine_cluster.url, make_user())
+    tabs = [ChatClient(engine_cluster.url, cookie) for _ in range(TABS)]
+    try:
+        for tab in tabs:
+            await tab.start()
+        for i, tab in enumerate(tabs):
+            await tab.send(f"counted {i}")
+        for i, tab in enumerate(tabs):
+            await tab.wait_for(has_reply(f"Echo #1: counted {i}"), timeout=30)
+        pids = await socket_pids([tab.session_id for tab in tabs])
+        expected = Counter(str(pid) for pid in pids.values())
+
+        def sockets(url: str) -> Counter[str]:
+            both = scrape(url)
+            return Counter(
+                {labels["pid"]: int(n) for labels, n in both.series("tether_sockets_connected") if n}
+            )
+
+        # Each process's own port, and nginx's, say the same (earlier tests' sockets may still
+        # be closing: a moment is allowed).
+        for url in (engine_cluster.url, *(daphne.url for daphne in engine_cluster.daphnes)):
+            try:
+                await wait_until(functools.partial(lambda u: sockets(u) == expected, url), timeout=10)
+            except TimeoutError:
+                raise AssertionError((url, expected, scrape(url).text)) from None
+        after = await asyncio.to_thread(scrape, engine_cluster.url)
+        replied = {"kind": "engine", "outcome": "replied"}
+        moved = after.value("tether_turns_total", **replied) - before.value("tether_turns_total", **replied)
+        assert moved == TABS, after.text
+        ends = after.value("tether_accept_to_task_end_seconds_count", kind="engine")
+        assert ends - before.value("tether_accept_to_task_end_seconds_count", kind="engine") == TABS
+    finally:
+        for tab in tabs:
+            await tab.disconnect()
+
+
+async def test_polling_and_upgrading_clients_chat_through_the_proxy(engine_cluster, make_user):
+    """Long-polling through nginx as configured (least_conn, no stickiness): each tab's
+    requests land on either process, and the chat goes on; a default client upgrades."""
+    cookie = await user_cookie(engine_cluster.url, make_user())
+    tabs = [ChatClient(engine_cluster.url, cookie, transports=("polling",)) for _ in range(TABS)]
+    upgrading = ChatClient(engine_cluster.url, cookie, transports=None)
+    try:
+        for tab in [*tabs, upgrading]:
+            await tab.start()
+        for i, tab in enumerate([*tabs, upgrading]):
+            await tab.send(f"polled {i}")
+        for i, tab in enumerate([*tabs, upgrading]):
+            await tab.wait_for(has_reply(f"Echo #1: polled {i}"), timeout=30)
+        assert upgrading.sio is not None and upgrading.sio.transport() == "websocket"
+        assert all(tab.sio is not None and tab.sio.transport() == "polling" for tab in tabs)
+        pids = await socket_pids([tab.session_id for tab in tabs])
+        assert all(pid in {d.pid for d in engine_cluster.daphnes} for pid in pids.values()), pids
+    finally:
+        for tab in [*tabs, upgrading]:
+            await tab.disconnect()
+
+
 async def test_a_session_moved_to_the_other_process_is_restored(engine_cluster, make_user):
     tab = ChatClient(engine_cluster.url, await user_cookie(engine_cluster.url, make_user()))
     try:
@@ -399,7 +469,8 @@ def read_until(process: "subprocess.Popen[bytes]", marker: bytes, timeout: float
     return output
 
 
-def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_factory, tmp_path):
+@pytest.mark.parametrize("server", SERVERS)
+def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_factory, tmp_path, server):
     """``python -m chatproject.cluster`` (what `make cluster` runs) as a supervisor gets it."""
     require_nginx()
     port, *backends = free_ports(3)
@@ -414,6 +485,8 @@ def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_f
             ",".join(map(str, backends)),
             "--workdir",
             str(tmp_path / "cluster"),
+            "--server",
+            server,
         ],
         cwd=ROOT,
         env={**os.environ, **cluster_env(tmp_path, CHAT_APP="sessions_app.default_app")},
@@ -427,7 +500,7 @@ def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_f
         assert probe(f"http://127.0.0.1:{port}/readyz", f"127.0.0.1:{port}")[0] == 200
         family = descendants(supervisor.pid)
         commands = sorted(family.values())
-        assert sum("-m chatproject.serve" in c for c in commands) == 2, commands
+        assert sum(f"-m {SERVER_MODULES[server]} " in c for c in commands) == 2, commands
         assert sum("nginx: master process" in c for c in commands) == 1, commands
         assert any("nginx: worker process" in c for c in commands), commands
 
@@ -442,8 +515,8 @@ def test_sigterm_to_the_supervisor_drains_its_processes_and_stops_nginx(server_f
                 os.kill(pid, signal.SIGKILL)
     assert supervisor.stdout is not None
     text = (output + supervisor.stdout.read()).decode()
-    assert "2 daphne processes behind nginx" in text and text.endswith("stopped\n"), text
+    assert f"2 {server} processes behind nginx" in text and text.endswith("stopped\n"), text
     assert [pid for pid in family if running(pid)] == []
     for backend in backends:  # drained (sessions_app.shutdown), not killed
-        assert "shutdown complete" in (tmp_path / "cluster" / f"daphne-{backend}.log").read_text()
+        assert "shutdown complete" in (tmp_path / "cluster" / f"{server}-{backend}.log").read_text()
     assert [p for p in (port, *backends) if listening(p)] == []

@@ -16,7 +16,10 @@ def user_steps(thread_id: str) -> list[Step]:
     return list(Step.objects.filter(thread_id=thread_id, type="user_message").order_by("seq"))
 
 
-async def test_reply_streams_token_by_token_and_a_mid_stream_message_waits_its_turn(engine_server, make_user):
+async def test_reply_streams_token_by_token_and_a_mid_stream_message_waits_its_turn(
+    engine_server_each, make_user
+):
+    engine_server = engine_server_each  # under daphne and under uvicorn
     client = await signed_in(engine_server, make_user())
     await client.start()
     first = await client.send("!slow 0.05\nthe first message has several words")
@@ -88,7 +91,8 @@ async def test_the_same_message_id_twice_is_one_acceptance_and_one_step(engine_s
     await client.disconnect()
 
 
-async def test_a_resumed_thread_resumes_the_engine_conversation(engine_server, make_user):
+async def test_a_resumed_thread_resumes_the_engine_conversation(engine_server_each, make_user):
+    engine_server = engine_server_each  # under daphne and under uvicorn
     user = make_user()
     client = await signed_in(engine_server, user)
     await client.start()

@@ -48,7 +48,9 @@ async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pai
     user = make_user()
     tab_a = await signed_in(a, user)
     await tab_a.start()
-    first = await tab_a.send("!slow 0.1\nfirst from tab a")
+    # 0.5 s a token (about 3 s a reply): the run is still busy when a slow machine has signed
+    # tab B in and resumed the thread.
+    first = await tab_a.send("!slow 0.5\nfirst from tab a")
     thread_id = first["threadId"]
     await tab_a.wait_event("stream_token")
 
@@ -63,7 +65,7 @@ async def test_two_tabs_on_two_processes_share_one_run_for_the_thread(engine_pai
     # One engine conversation answered both, in order: the echo counted 1 then 2.
     assert tab_a.replies() == ["Echo #1: first from tab a", "Echo #2: from tab b"]
     assert await transcript(thread_id) == [
-        ("user_message", "!slow 0.1\nfirst from tab a"),
+        ("user_message", "!slow 0.5\nfirst from tab a"),
         ("assistant_message", "Echo #1: first from tab a"),
         ("user_message", "from tab b"),
         ("assistant_message", "Echo #2: from tab b"),

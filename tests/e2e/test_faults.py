@@ -21,6 +21,7 @@ import aiohttp
 import pytest
 from asgiref.sync import sync_to_async
 
+from chatproject.servers import SERVERS
 from sessions_app.models import ServerProcess, SocketSession
 from tests.support.client import ChatClient, signed_in
 from tests.support.cluster import (
@@ -45,6 +46,17 @@ pytestmark = [
 def cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
     stage = start_cluster(server_factory, private_redis, fault_proxy, request.param, tmp_path)
     yield stage  # each test closes its clients (``cluster.close()``)
+    stage.a.stop()
+    stage.b.stop()
+
+
+@pytest.fixture(params=[(kind, server) for server in SERVERS for kind in ("hooks", "engine")], ids="-".join)
+def cluster_on_each_server(request, server_factory, private_redis, fault_proxy, tmp_path):
+    """``cluster`` for both kinds of app under daphne and under uvicorn processes: for the
+    faults whose handling is the server's (SIGTERM)."""
+    kind, server = request.param
+    stage = start_cluster(server_factory, private_redis, fault_proxy, kind, tmp_path, server=server)
+    yield stage
     stage.a.stop()
     stage.b.stop()
 
@@ -265,7 +277,8 @@ async def test_kill_9_of_the_running_process(cluster, make_user):
     await cluster.close()
 
 
-async def test_sigterm_of_the_running_process(cluster, make_user):
+async def test_sigterm_of_the_running_process(cluster_on_each_server, make_user):
+    cluster = cluster_on_each_server
     client = await started(cluster, make_user())
     thread_id, running, queued = await _reply_with_two_queued(cluster, client)
     cluster.route_to(cluster.b)

@@ -70,9 +70,13 @@ async def test_a_french_browser_gets_the_whole_ui_in_french(open_french_chat, ma
     await expect(page.get_by_role("complementary", name="Vos conversations")).to_be_visible()
     await expect(page.get_by_role("button", name="+ Nouvelle conversation")).to_be_visible()
     await expect(page.get_by_role("searchbox", name="Rechercher")).to_be_visible()
-    await expect(page.get_by_label("Thème", exact=True)).to_have_count(1)
-    await expect(page.locator("#theme-select option")).to_have_text(["Système", "Clair", "Sombre"])
+    await page.get_by_role("button", name="Compte et thème").click()
+    await expect(page.get_by_role("radiogroup", name="Thème", exact=True)).to_have_count(1)
+    await expect(page.locator("#account-menu .theme-choices label")).to_have_text(
+        ["Système", "Clair", "Sombre"]
+    )
     await expect(page.get_by_role("button", name="Se déconnecter")).to_be_visible()
+    await page.keyboard.press("Escape")
     await expect(page.locator("#composer-hint")).to_have_text(
         "Entrée envoie · Maj+Entrée nouvelle ligne · Échap arrête une réponse"
     )

@@ -97,7 +97,7 @@ async def test_a_streamed_reply_typesets_its_math_and_keeps_prices_and_code_as_t
     # After a reload the reply (read from the thread) is typeset the same way.
     await chat.reload()
     await expect(reply.locator(".katex")).to_have_count(3)
-    await chat.locator("#theme-select").select_option("dark")
+    await chat.set_theme("dark")
     await chat.expect_theme("dark")
     await chat.shot("61-math-dark")
     await chat.assert_clean()

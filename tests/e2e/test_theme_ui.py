@@ -94,25 +94,31 @@ async def open_code_chat(browser: Browser, code_server) -> AsyncIterator[Callabl
 async def test_dark_is_kept_across_a_reload_and_system_follows_the_os_setting(open_code_chat, make_user):
     chat = await open_code_chat()
     await chat.sign_in(make_user())
-    select = chat.locator("#theme-select")
-    await expect(chat.page.get_by_label("Theme")).to_have_count(1)  # the control is labelled
-    await expect(select).to_have_value("system")
+    await chat.page.get_by_role("button", name="Account and theme").click()
+    theme = chat.page.get_by_role("radiogroup", name="Theme")
+    await expect(theme).to_have_count(1)  # the control is labelled
+    assert await chat.theme_choice() == "system"
+    await theme.get_by_role("radio", name="Dark").check()  # by pointer; set_theme is the keyboard's way
+    await chat.expect_theme("dark")
+    await chat.page.mouse.click(640, 400)  # a click elsewhere closes the menu
+    await expect(theme).to_be_hidden()
+    await chat.set_theme("system")
     await chat.expect_theme("light")  # the emulated system setting
 
-    await select.select_option("dark")
+    await chat.set_theme("dark")
     await chat.expect_theme("dark")
     assert await chat.page.evaluate("localStorage.getItem('tether.theme')") == "dark"
 
     # A reload is dark before anything of it can be painted, and the control says so.
     await chat.reload()
     await chat.expect_theme("dark")
-    await expect(select).to_have_value("dark")
+    assert await chat.theme_choice() == "dark"
     assert await chat.page.evaluate("window.__themeAtBody") == "dark"
     await chat.page.emulate_media(color_scheme="light")  # an explicit choice ignores the system
     await chat.expect_theme("dark")
 
     # "System" follows the system's setting, live, and after a reload.
-    await select.select_option("system")
+    await chat.set_theme("system")
     await chat.expect_theme("light")
     await chat.page.emulate_media(color_scheme="dark")
     await chat.expect_theme("dark")
@@ -121,11 +127,11 @@ async def test_dark_is_kept_across_a_reload_and_system_follows_the_os_setting(op
     await chat.page.emulate_media(color_scheme="dark")
     await chat.reload()
     await chat.expect_theme("dark")
-    await expect(select).to_have_value("system")
+    assert await chat.theme_choice() == "system"
     assert await chat.page.evaluate("localStorage.getItem('tether.theme')") is None
 
     # Light, chosen, wins over a dark system.
-    await select.select_option("light")
+    await chat.set_theme("light")
     await chat.expect_theme("light")
     await chat.reload()
     await chat.expect_theme("light")
@@ -160,7 +166,7 @@ async def test_a_python_block_is_highlighted_in_both_themes_and_copies_exactly(o
         STRING["light"],
     )
     await chat.shot("40-code-block-light")
-    await chat.locator("#theme-select").select_option("dark")
+    await chat.set_theme("dark")
     await chat.expect_theme("dark")
     assert (await keyword.evaluate(colour), await string.evaluate(colour)) == (
         KEYWORD["dark"],

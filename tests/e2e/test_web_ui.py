@@ -189,6 +189,29 @@ class Chat:
         await self.page.goto(f"{self.base_url}/thread/{thread_id}/")
         await self.wait_connected()
 
+    async def set_theme(self, choice: str) -> None:
+        """Choose a theme in the account menu (system, light, dark) from the keyboard, as a side
+        panel over the header leaves it reachable: Enter opens the menu, Space on the theme's
+        radio button chooses it, Esc closes the menu and gives the focus back to its button.
+        Behind a modal dialog the menu is inert, as it should be: there the theme is set
+        through theme.js's own API, to see the dialog in both themes."""
+        if await self.page.evaluate("!!document.querySelector('dialog[open]:modal')"):
+            await self.page.evaluate("choice => window.tetherTheme.choose(choice)", choice)
+            await expect(self.page.locator("html")).to_have_attribute("data-theme-choice", choice)
+            return
+        await self.page.focus("#account-button")
+        await self.page.keyboard.press("Enter")
+        await self.page.focus(f'#account-menu input[value="{choice}"]')
+        await self.page.keyboard.press("Space")
+        assert await self.theme_choice() == choice
+        await self.page.keyboard.press("Escape")
+        await expect(self.page.locator("#account-menu")).to_be_hidden()
+        await expect(self.page.locator("#account-button")).to_be_focused()
+
+    async def theme_choice(self) -> str:
+        """The theme the account menu shows as chosen."""
+        return str(await self.page.eval_on_selector("#account-menu input:checked", "input => input.value"))
+
     async def shot(self, name: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         await self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
@@ -358,7 +381,8 @@ async def test_sign_in_send_and_watch_the_reply_stream_in(open_chat, make_user):
     await chat.shot("04-conversation")
     await chat.assert_clean()
 
-    # Signing out is a POST form.
+    # Signing out is a POST form, in the account menu.
+    await page.click("#account-button")
     await page.click("form.logout button")
     await expect(page).to_have_url(re.compile(r"/accounts/login/"))
 
@@ -499,11 +523,19 @@ async def test_the_sidebar_searches_renames_and_deletes_threads(open_chat, make_
     await expect(chat.locator("#thread-title")).to_have_text("Bananas, renamed")
     await chat.shot("08-sidebar")
 
-    # Delete the other one, confirmed in a dialog.
-    chat.accept_dialogs = True
-    await chat.locator("#thread-list .thread-item", has_text="apples and pears").locator(".delete").click()
+    # Delete the other one, confirmed in the page's own dialog (Cancel first, then Delete).
+    delete = chat.locator("#thread-list .thread-item", has_text="apples and pears").locator(".delete")
+    await delete.click()
+    confirm = chat.page.get_by_role("dialog", name=re.compile("apples and pears"))
+    await expect(confirm.get_by_role("button", name="Cancel")).to_be_focused()
+    await chat.shot("08b-confirm-delete")
+    await chat.page.keyboard.press("Escape")
+    await expect(confirm).to_have_count(0)
+    await expect(links).to_have_count(2)
+    await delete.click()
+    await confirm.get_by_role("button", name="Delete").click()
     await expect(links).to_have_text(["Bananas, renamed"])
-    assert len(chat.dialogs) == 1 and "apples and pears" in chat.dialogs[0]
+    assert chat.dialogs == []  # no native box
     await chat.reload()
     await expect(links).to_have_text(["Bananas, renamed"])
     assert chat.errors == []

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 
-import { fencedCode, humanSize } from "../../sessions_app/static/tether/element_format.js";
+import { customElementFallback, fencedCode, humanSize } from "../../sessions_app/static/tether/element_format.js";
 
 describe("humanSize", () => {
   it("says bytes, KB or MB", () => {
@@ -26,5 +26,17 @@ describe("fencedCode", () => {
   it("drops a language that is not a plain name", () => {
     assert.equal(fencedCode("x", 'py"><img src=x>'), "```\nx\n```");
     assert.equal(fencedCode("x", null), "```\nx\n```");
+  });
+});
+
+describe("customElementFallback", () => {
+  it("names the element and shows its props as JSON", () => {
+    const shown = customElementFallback({ name: "Counter", props: { count: 3 } });
+    assert.equal(shown.caption, "Counter: a custom element of the app, shown as its data");
+    assert.equal(shown.json, '{\n  "count": 3\n}');
+  });
+
+  it("shows empty props when there are none", () => {
+    assert.equal(customElementFallback({ name: "Empty" }).json, "{}");
   });
 });

@@ -101,6 +101,49 @@ describe("Transcript", () => {
     assert.equal(t.maxSeq(), 1);
     assert.equal(new Transcript().maxSeq(), 0);
   });
+
+  it("shows a user step once under the client's id live and its own id when read", () => {
+    // Live, the turn shows its user step under the id the client chose ("c1"); a history
+    // read (a reconnect's catch-up, resume_thread) has it under its key ("k1"). One entry.
+    const t = new Transcript();
+    const sends = { acceptedIds: ["c1", "c2"] };
+    t.upsert(step("c1", 4, { type: "user_message", output: "hi", metadata: sends }));
+    const read = t.upsert(step("k1", 4, { type: "user_message", output: "hi", metadata: sends }));
+    assert.equal(read.changed, false);
+    assert.deepEqual(ids(t), ["c1"]);
+    // A change read under the key lands on the entry, which keeps the id the page drew.
+    t.upsert(step("k1", 4, { type: "user_message", output: "edited", metadata: sends }));
+    assert.deepEqual(ids(t), ["c1"]);
+    assert.equal(t.get("c1").output, "edited");
+    // delete_message names the key: the entry is found through the sends it shares.
+    assert.equal(t.idOf({ id: "k1", type: "user_message", metadata: { acceptedIds: ["c2"] } }), "c1");
+    assert.equal(t.idOf({ id: "k9", type: "assistant_message", metadata: sends }), null);
+  });
+
+  it("keeps a nested step's parent the entry of its user step, by whichever id it is named", () => {
+    const user = (id) => step(id, 1, { type: "user_message", metadata: { acceptedIds: ["c1"] } });
+    // Read first (a reload mid-turn), then live steps naming the client's id.
+    const read = new Transcript();
+    read.upsert(user("k1"));
+    read.upsert(step("s1", 2, { type: "tool", parentId: "k1" }));
+    read.upsert(step("s2", 3, { type: "tool", parentId: "c1" }));
+    assert.deepEqual(
+      read.entries.map((e) => [e.id, e.parentId ?? null]),
+      [["k1", null], ["s1", "k1"], ["s2", "k1"]],
+    );
+    // Live first, then the history read naming the key.
+    const live = new Transcript();
+    live.upsert(user("c1"));
+    live.upsert(step("s1", 2, { type: "tool", parentId: "c1" }));
+    live.upsert(user("k1"));
+    live.upsert(step("s1", 2, { type: "tool", parentId: "k1", output: "done" }));
+    live.upsert(step("s2", 3, { type: "tool", parentId: "k1" }));
+    assert.deepEqual(
+      live.entries.map((e) => [e.id, e.parentId ?? null]),
+      [["c1", null], ["s1", "c1"], ["s2", "c1"]],
+    );
+    assert.equal(live.get("k1").id, "c1");
+  });
 });
 
 describe("insertionIndex", () => {

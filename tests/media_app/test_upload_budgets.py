@@ -169,18 +169,24 @@ async def test_a_burst_of_uploads_is_throttled_a_pixel_bomb_refused_and_others_u
     async def burst() -> None:
         nonlocal created
         async with aiohttp.ClientSession(headers={"Authorization": f"Token {token}"}) as http:
+            started_burst = time.monotonic()
             bomb_status, answer = await send(http, bomb)
             statuses = []
             for _ in range(UPLOADS):
                 started = time.monotonic()
                 statuses.append((await send(http, one_mb))[0])
                 await asyncio.sleep(1 / UPLOADS_PER_SECOND - (time.monotonic() - started))
+            # 30/min refills one every 2 s: a loaded machine that takes longer than the finding's
+            # second for the burst earns those refills, and no more.
+            refilled = int((time.monotonic() - started_burst) / 2) + 1
         if created == 0:  # the first burst: the whole budget is there
             assert bomb_status == 400 and "50000 x 50000 pixels" in answer["file"][0]
-            # 30/min: a burst of 30 (the bomb counted), refilled one every 2 s meanwhile.
-            assert statuses.count(201) in (29, 30) and set(statuses[30:]) == {429}, statuses
+            # A burst of 30 (the bomb counted), then 429s but for what was refilled meanwhile.
+            assert statuses[:29] == [201] * 29 and 429 in statuses, statuses
+            assert set(statuses) <= {201, 429} and statuses.count(201) <= 29 + refilled, (refilled, statuses)
         else:  # later ones: what the rate refilled meanwhile, no more
-            assert bomb_status in (400, 429) and set(statuses) <= {201, 429} and statuses.count(201) <= 3
+            assert bomb_status in (400, 429) and set(statuses) <= {201, 429}, statuses
+            assert statuses.count(201) <= 2 + refilled, (refilled, statuses)
         created += statuses.count(201)
 
     async with latency_probe(server, make_user()) as probe:

@@ -10,10 +10,17 @@ import pytest
 import redis
 
 from sessions_app.channel_layer import ResilientRedisChannelLayer
+from sessions_app.group_leases import MARKER_KEY
 
 
-def make_layer(url: str) -> ResilientRedisChannelLayer:
-    return ResilientRedisChannelLayer(hosts=[{"address": url}], capacity=1000)
+def make_layer(url: str, lease: float = 1.0) -> ResilientRedisChannelLayer:
+    return ResilientRedisChannelLayer(hosts=[{"address": url}], capacity=1000, group_lease=lease)
+
+
+def up_for_long(url: str) -> None:
+    """Date the server's lease records long ago: a fresh server makes every join wait out a
+    lease, in case the server lost leases still trusted (``group_leases``)."""
+    redis.Redis.from_url(url).set(f"asgi:{MARKER_KEY}", 0)
 
 
 def commands_run(url: str) -> int:
@@ -69,3 +76,81 @@ async def test_a_send_to_a_local_channel_from_another_threads_loop_is_delivered(
     worker.join()
     assert (await waiting)["from"] == "thread"
     await layer.flush()
+
+
+async def test_a_group_with_no_member_elsewhere_is_sent_to_without_redis_until_one_joins(private_redis):
+    """After one read of the members, sends to a group whose members are all here cost no Redis
+    command; a join elsewhere returns only once this process stopped trusting that, so the very
+    next send reaches the new member (a lease of 30 s: the join did not wait it out)."""
+    up_for_long(private_redis.url)
+    here, there = make_layer(private_redis.url, lease=30.0), make_layer(private_redis.url, lease=30.0)
+    mine, theirs = await here.new_channel(), await there.new_channel()
+    await here.group_add("thread.y", mine)
+    await here.group_send("thread.y", {"type": "thread.event", "n": -1})  # reads, takes the lease
+    before = commands_run(private_redis.url)
+    for n in range(50):
+        await here.group_send("thread.y", {"type": "thread.event", "n": n})
+    used = commands_run(private_redis.url) - before
+    assert used <= 2, f"{used} Redis commands for 50 sends to local members only"
+    for n in range(-1, 50):
+        assert (await receive(here, mine))["n"] == n
+
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(there.group_add("thread.y", theirs), 5)
+    joined_in = asyncio.get_running_loop().time() - started
+    assert joined_in < 5, f"the join waited {joined_in:.1f}s: the lease was not broken"
+    await here.group_send("thread.y", {"type": "thread.event", "n": "after the join"})
+    assert (await receive(there, theirs))["n"] == "after the join"
+    assert (await receive(here, mine))["n"] == "after the join"
+    # With a member elsewhere, every send reads the members again.
+    before = commands_run(private_redis.url)
+    await here.group_send("thread.y", {"type": "thread.event", "n": "again"})
+    assert commands_run(private_redis.url) - before >= 2
+    assert (await receive(there, theirs))["n"] == "again"
+    await here.flush()
+
+
+async def test_a_join_waits_out_the_lease_of_a_holder_that_never_answers(private_redis):
+    """A dead holder (a process killed while it held a lease) cannot confirm: the join returns
+    once its lease is over, and not before."""
+    up_for_long(private_redis.url)
+    there = make_layer(private_redis.url)
+    theirs = await there.new_channel()
+    server = redis.Redis.from_url(private_redis.url)
+    seconds, micros = server.time()
+    server.zadd("asgi:leases:thread.z", {"0123456789abcdef": seconds * 1000 + micros // 1000 + 1000})
+    started = asyncio.get_running_loop().time()
+    await there.group_add("thread.z", theirs)
+    waited = asyncio.get_running_loop().time() - started
+    assert 0.8 < waited < 3, f"the join waited {waited:.2f}s for a 1 s lease held by a silent process"
+    await there.flush()
+
+
+async def test_a_join_after_redis_lost_its_data_waits_out_leases_it_may_have_held(private_redis):
+    """FLUSHALL (or a restart without persistence) loses the leases' records while their holder
+    still trusts them: a join then waits until any such lease is over."""
+    up_for_long(private_redis.url)
+    here, there = make_layer(private_redis.url, lease=1.0), make_layer(private_redis.url, lease=1.0)
+    mine, theirs = await here.new_channel(), await there.new_channel()
+    await here.group_add("thread.w", mine)
+    await here.group_send("thread.w", {"type": "thread.event", "n": 0})
+    assert here.leases.trusts("thread.w")
+    redis.Redis.from_url(private_redis.url).flushall()
+    started = asyncio.get_running_loop().time()
+    await there.group_add("thread.w", theirs)
+    waited = asyncio.get_running_loop().time() - started
+    assert waited > 0.7, f"the join returned after {waited:.2f}s while a lost lease could still be trusted"
+    await here.group_send("thread.w", {"type": "thread.event", "n": "after"})
+    assert (await receive(there, theirs))["n"] == "after"
+    await here.flush()
+
+
+async def test_without_leases_every_send_reads_the_members(private_redis):
+    here = make_layer(private_redis.url, lease=0)
+    mine = await here.new_channel()
+    await here.group_add("thread.v", mine)
+    before = commands_run(private_redis.url)
+    for n in range(10):
+        await here.group_send("thread.v", {"type": "thread.event", "n": n})
+    assert commands_run(private_redis.url) - before >= 10
+    await here.flush()

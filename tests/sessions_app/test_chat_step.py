@@ -42,6 +42,9 @@ class RecordingSession:
     def track_stream(self, entry: Any) -> None:
         self.open[entry.id] = entry
 
+    def defer_reply(self, message: Any, event: str) -> bool:
+        return False  # no hook runs here: every send is written at once
+
     async def delete_message(self, entry: Any) -> None:
         self.chat_context.remove(entry)
         self.deleted.append(entry.id)
@@ -169,15 +172,17 @@ async def test_a_step_instance_decorates_too(session):
     assert session.events[-1][1]["name"] == "fetcher" and session.events[-1][1]["output"] == "page of x"
 
 
-def test_bad_types_and_sync_functions_are_refused_clearly():
+def test_bad_types_are_refused_and_a_plain_step_outside_a_hook_says_so():
     with pytest.raises(ValueError, match="not one of"):
         chat.Step(name="x", type="tooling")  # type: ignore[arg-type]
 
-    def sync() -> None:
+    @chat.step
+    def plain() -> None:
         pass
 
-    with pytest.raises(TypeError, match="async function"):
-        chat.step(sync)  # type: ignore[arg-type]
+    # A plain step (tests/apps/chainlit_style/plain_step.py) runs from a hook's thread.
+    with pytest.raises(RuntimeError, match="no chat session here"):
+        plain()
 
 
 async def test_streaming_pushes_tokens_without_writing_and_the_end_writes_once(session):

@@ -423,9 +423,12 @@ async def test_client_message_is_acked_then_confirmed_then_answered(sock, hooks)
     # The user's own step is confirmed first, then the reply; the turn ends.
     (user_step,) = await sock.event("new_message")
     assert (user_step["type"], user_step["output"]) == ("user_message", "hi")
-    # The step is the send's, keyed by the thread; it names the client's id.
+    # Shown under the id the client chose (its copy is updated, not drawn twice); the step
+    # itself is the send's, keyed by the thread, and names the client's id.
     assert user_step["metadata"]["acceptedIds"] == [message_id]
-    assert user_step["id"] == str(AcceptedMessage.key(uuid.UUID(answer["threadId"]), uuid.UUID(message_id)))
+    assert user_step["id"] == message_id
+    key = AcceptedMessage.key(uuid.UUID(answer["threadId"]), uuid.UUID(message_id))
+    assert await Step.objects.filter(pk=key, type="user_message").aexists()
     assert [m["output"] for m in await sock.event("new_message")] == ["echo: hi"]
     await sock.event("task_end")
     thread = await Thread.objects.aget(pk=answer["threadId"])

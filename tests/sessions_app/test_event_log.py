@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from sessions_app.event_frames import encode_event
 from sessions_app.event_log import EventLog
 from sessions_app.replay import RecoveryRefused, requested_offset
 
@@ -19,7 +20,9 @@ def log(settings) -> EventLog:
 
 
 async def append(log: EventLog, session: uuid.UUID, count: int) -> list[int | None]:
-    return [await log.append(session, "stream_token", [{"token": f"t{i}"}]) for i in range(count)]
+    return [
+        await log.append(session, encode_event("stream_token", [{"token": f"t{i}"}])) for i in range(count)
+    ]
 
 
 @pytest.mark.parametrize("backend", ["configured", "memory"])

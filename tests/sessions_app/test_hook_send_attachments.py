@@ -30,6 +30,11 @@ class AnsweringSession:
     def will_queue(self) -> bool:
         return False
 
+    async def reserve_turn(self) -> bool:
+        # Busy in this process: every send takes the path that queues its turn (a send
+        # accepted with its turn claimed reads no attachments either, test_statement_counts).
+        return False
+
     def answer_send(self, send: AcceptedMessage, *, with_attachments: bool = True) -> None:
         self.answered.append((send.pk, with_attachments))
 

@@ -34,7 +34,8 @@ def make_thread_with_history(user, messages: int) -> Thread:
     return thread
 
 
-async def test_fresh_connect_starts_once_and_reconnects_do_not_restart(server, make_user):
+async def test_fresh_connect_starts_once_and_reconnects_do_not_restart(server_each, make_user):
+    server = server_each  # under daphne and under uvicorn
     client = await signed_in(server, make_user())
     await client.start()
     await client.wait_text("greeting")
@@ -48,7 +49,8 @@ async def test_fresh_connect_starts_once_and_reconnects_do_not_restart(server, m
     await client.disconnect()
 
 
-async def test_resume_runs_once_across_reconnects_and_keeps_user_session(server, make_user):
+async def test_resume_runs_once_across_reconnects_and_keeps_user_session(server_each, make_user):
+    server = server_each  # under daphne and under uvicorn
     user = make_user()
     thread = await make_thread_with_history(user, 4)
     client = await signed_in(server, user)
@@ -160,7 +162,8 @@ async def test_greeting_is_written_to_the_thread_on_first_interaction(server, ma
     await client.disconnect()
 
 
-async def test_stop_cancels_the_running_message(server, make_user):
+async def test_stop_cancels_the_running_message(server_each, make_user):
+    server = server_each  # under daphne and under uvicorn
     client = await signed_in(server, make_user())
     await client.start()
     await client.wait_text("greeting")

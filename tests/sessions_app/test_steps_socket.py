@@ -123,7 +123,10 @@ async def test_a_turns_steps_go_out_nested_streamed_and_finished_in_order(steps_
     ]
     assert written["fetch"].output == "first second third"
     assert written["fetch"].parent_id == uuid.UUID(search["id"])
-    assert written["search"].parent_id == uuid.UUID(user_step["id"])
+    # Stored under the user step's own id (the send's key); shown live under the client's.
+    [question] = [row for row in await rows(thread_id) if row.type == "user_message"]
+    assert question.metadata["acceptedIds"] == [user_step["id"]]
+    assert written["search"].parent_id == question.id
     assert '"limit": 3' in written["search"].input
     assert written["calculator"].is_error
     assert all(row.start and row.end and row.start <= row.end for row in written.values())
@@ -140,11 +143,14 @@ async def test_the_history_api_and_resume_thread_carry_the_steps_and_the_context
     history = await read_history(steps_server, await api_token(user), thread_id, status=200)
     steps = by_name(history)
     assert set(steps) == {"search", "fetch", "calculator"}
+    [question] = [s for s in history if s["type"] == "user_message"]
+    # Live, a step nested in the user message names it by its client's id; read, by its own.
+    shown_as = {question["id"]: question["metadata"]["acceptedIds"][0]}
     for name, step in steps.items():
         sent = live[step["id"]]
+        assert shown_as.get(step["parentId"], step["parentId"]) == sent["parentId"], name
         for key in (
             "type",
-            "parentId",
             "input",
             "output",
             "isError",

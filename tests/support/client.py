@@ -49,8 +49,20 @@ async def session_cookie(user: Any) -> str:
 class ChatClient:
     """One browser tab's worth of socket: a sessionId, the cookie, and the events received."""
 
-    def __init__(self, base_url: str, cookie: str | None = None, *, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        cookie: str | None = None,
+        *,
+        session_id: str | None = None,
+        transports: tuple[str, ...] | None = ("websocket",),
+        socketio_path: str = "/ws/socket.io",
+    ) -> None:
         self.base_url = base_url
+        # Where the endpoint is: Chainlit's frontend looks under its own root (CHAINLIT_PATH_PREFIX).
+        self.socketio_path = socketio_path
+        # python-socketio's transports; None is its default (polling, then the upgrade).
+        self.transports = transports
         self.cookie = cookie
         self.session_id = session_id or str(uuid.uuid4())
         self.events: list[tuple[str, Any]] = []
@@ -82,8 +94,8 @@ class ChatClient:
             self.base_url,
             headers=all_headers,
             auth=payload,
-            transports=["websocket"],
-            socketio_path="/ws/socket.io",
+            transports=list(self.transports) if self.transports else None,
+            socketio_path=self.socketio_path,
             wait_timeout=10,
         )
 

@@ -1,4 +1,4 @@
-"""Two daphne processes behind one fault proxy, on a private Redis: the stage of fault tests.
+"""Two server processes (daphne, or uvicorn: ``server``) behind one fault proxy, on a private Redis: the stage of fault tests.
 
 Both processes share the test database (PostgreSQL) and one hook log, so "once per session"
 and "once per message" can be counted across processes. The proxy is the users' only way in
@@ -77,7 +77,10 @@ def start_cluster(
     proxy_for: Callable[[int], FaultProxy],
     kind: str,
     workdir: Path,
+    server: str | None = None,
+    **settings: str,
 ) -> Cluster:
+    """Both processes, with ``settings`` (environment variables) over the stage's own."""
     hook_log = workdir / f"hooks-{uuid.uuid4().hex[:6]}.jsonl"
     env = {
         "CHAT_APP": APPS[kind],
@@ -88,9 +91,10 @@ def start_cluster(
         "SOCKETIO_PING_TIMEOUT": "2",
         "ECHO_STATE_DIR": str(workdir / "echo"),
         "LOG_LEVEL": "INFO",
+        **settings,
     }
-    a = factory.start(hook_log=hook_log, **env)
-    b = factory.start(hook_log=hook_log, **env)
+    a = factory.start(hook_log=hook_log, server=server, **env)
+    b = factory.start(hook_log=hook_log, server=server, **env)
     return Cluster(kind, a, b, proxy_for(a.port), redis, hook_log)
 
 

@@ -85,4 +85,5 @@ class OffsetClient:
             if predicate():
                 return
             await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out; events: {self.events[-5:]} recoveries: {self.recoveries}")
+        # The caller prints every event (tests.support.event_evidence), not a tail of them.
+        raise TimeoutError(f"timed out after {timeout:g} s ({len(self.events)} events received)")

@@ -1,11 +1,11 @@
-"""Start real daphne processes serving ``chatproject.asgi`` on the test database, the way
-production runs them (``chatproject.serve``: daphne's command line, Tether's WebSocket options)."""
+"""Start real server processes serving ``chatproject.asgi`` on the test database, the way
+production runs them (``chatproject.servers``: daphne by default, uvicorn with
+``SERVER=uvicorn`` in the tests' environment or ``server="uvicorn"`` for one server)."""
 
 import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,9 +14,9 @@ from typing import Any, Self
 from django.conf import settings
 from django.db import connection
 
-# The same arguments as `make run` and `make cluster` (daphne's 1 MiB WebSocket message cap
-# also limits what the server may send, and a long thread's resume_thread is bigger).
-from chatproject.cluster import DAPHNE_ARGS
+# The same command lines as `make run` and `make cluster` (daphne's 1 MiB WebSocket message
+# cap also limits what the server may send, and a long thread's resume_thread is bigger).
+from chatproject.servers import chosen_server, server_command
 from tests.support.hook_log import hook_calls
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,10 +44,17 @@ def database_env() -> dict[str, str]:
     return {"DATABASE_URL": f"{base}/{name}"}
 
 
-class LiveServer:
-    """One daphne process on a fixed port; it can be stopped, killed and started again there."""
+def tests_server() -> str:
+    """The server the tests start unless one asks for another: ``SERVER`` (daphne if unset)."""
+    return chosen_server(os.environ)
 
-    def __init__(self, port: int, hook_log: Path, log_path: Path, env: dict[str, str]) -> None:
+
+class LiveServer:
+    """One server process (daphne or uvicorn) on a fixed port; it can be stopped, killed and
+    started again there."""
+
+    def __init__(self, port: int, hook_log: Path, log_path: Path, env: dict[str, str], server: str) -> None:
+        self.server = server
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.hook_log = hook_log
@@ -107,17 +114,7 @@ class LiveServer:
     def _spawn(self) -> subprocess.Popen[bytes]:
         with open(self.log_path, "ab") as log:
             return subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "chatproject.serve",
-                    *DAPHNE_ARGS,
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(self.port),
-                    "chatproject.asgi:application",
-                ],
+                server_command(self.server, "127.0.0.1", self.port),
                 cwd=ROOT,
                 env=self.env,
                 stdout=log,
@@ -130,18 +127,18 @@ def wait_ready(server: LiveServer, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not server.alive():
-            raise RuntimeError(f"daphne exited:\n{server.log_path.read_text()}")
+            raise RuntimeError(f"{server.server} exited:\n{server.log_path.read_text()}")
         try:
             with urllib.request.urlopen(f"{server.url}/accounts/login/", timeout=2) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(f"daphne did not start:\n{server.log_path.read_text()}")
+    raise RuntimeError(f"{server.server} did not start:\n{server.log_path.read_text()}")
 
 
 class ServerFactory:
-    """Starts the tests' daphne processes. A server lives until the end of the test module
+    """Starts the tests' server processes (``tests_server()`` unless ``server=`` says). A server lives until the end of the test module
     that started it (``stop_transient``, from an autouse fixture), unless ``start_for_session``
     started it: each holds a pool of PostgreSQL connections, and servers kept for the
     whole run would exhaust the server's ``max_connections``."""
@@ -151,26 +148,29 @@ class ServerFactory:
         self.servers: list[LiveServer] = []
         self.session_servers: list[LiveServer] = []
 
-    def start(self, *, hook_log: Path | None = None, **env: str) -> LiveServer:
-        """Start daphne on a free port; it stops with the module. ``env`` overrides the
-        inherited environment, e.g. ``REDIS_URL=private_redis.url`` for a channel layer and
-        cache of the test's own, or ``REDIS_URL=""`` for the in-memory layer."""
-        server = self._spawn(hook_log, env)
-        self.servers.append(server)
-        wait_ready(server)
-        return server
+    def start(self, *, hook_log: Path | None = None, server: str | None = None, **env: str) -> LiveServer:
+        """Start a server (``server``: daphne or uvicorn, default ``tests_server()``) on a free
+        port; it stops with the module. ``env`` overrides the inherited environment, e.g.
+        ``REDIS_URL=private_redis.url`` for a channel layer and cache of the test's own, or
+        ``REDIS_URL=""`` for the in-memory layer."""
+        live = self._spawn(hook_log, env, server)
+        self.servers.append(live)
+        wait_ready(live)
+        return live
 
-    def start_for_session(self, **env: str) -> LiveServer:
-        """Start daphne for the whole run (the shared ``server`` and ``engine_server``)."""
-        server = self._spawn(None, env)
-        self.session_servers.append(server)
-        wait_ready(server)
-        return server
+    def start_for_session(self, *, server: str | None = None, **env: str) -> LiveServer:
+        """Start a server for the whole run (the shared ``server`` and ``engine_server``, and
+        the other server's twins of them, ``server_each`` and ``engine_server_each``)."""
+        live = self._spawn(None, env, server)
+        self.session_servers.append(live)
+        wait_ready(live)
+        return live
 
-    def _spawn(self, hook_log: Path | None, env: dict[str, str]) -> LiveServer:
+    def _spawn(self, hook_log: Path | None, env: dict[str, str], server: str | None) -> LiveServer:
+        kind = server or tests_server()
         port = free_port()
         hook_log = hook_log or self.workdir / f"hooks-{port}.jsonl"
-        log_path = self.workdir / f"daphne-{port}.log"
+        log_path = self.workdir / f"{kind}-{port}.log"
         full_env = {
             **os.environ,
             **database_env(),
@@ -179,9 +179,13 @@ class ServerFactory:
             "HOOK_LOG": str(hook_log),
             "SECRET_KEY": settings.SECRET_KEY,
             "PYTHONPATH": str(ROOT),
+            # The servers of a run share one database, so any server's task workers would take
+            # any test's webhook attempts with its own settings: only the servers of the tests
+            # that deliver webhooks run workers (``TASK_WORKER_THREADS`` in their env).
+            "TASK_WORKER_THREADS": "0",
             **env,
         }
-        return LiveServer(port, hook_log, log_path, full_env)
+        return LiveServer(port, hook_log, log_path, full_env, kind)
 
     def stop_transient(self) -> None:
         """Stop the servers started since the last call, except the session's."""

@@ -19,11 +19,17 @@ CURSOR_METHOD = "_execute_with_wrappers"
 class Statements:
     def __init__(self) -> None:
         self.sql: list[str] = []
+        self.threads: list[str] = []  # the name of the thread that sent each statement
         self._lock = threading.Lock()
 
     def add(self, sql: str) -> None:
         with self._lock:
             self.sql.append(sql)
+            self.threads.append(threading.current_thread().name)
+
+    def not_from_thread(self, name: str) -> list[str]:
+        """The statements no thread called ``name`` sent (a periodic job's own thread, say)."""
+        return [s for s, t in zip(self.sql, self.threads, strict=True) if t != name]
 
     def excluding(self, *needles: str) -> list[str]:
         """The statements that mention none of ``needles`` (another thread's periodic work, say)."""
@@ -52,3 +58,43 @@ def counting_statements() -> Iterator[Statements]:
         yield seen
     finally:
         setattr(utils.CursorWrapper, CURSOR_METHOD, original)
+
+
+class NamedCalls:
+    """Calls recorded by the name of what each one ran, from any thread."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self.names.append(name)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+class Trips(NamedCalls):
+    """The database calls (``sessions_app.database.database_sync_to_async``) made while a
+    block runs, by the name of the function each one ran: one thread hop and one connection
+    checkout each, whatever statements they send."""
+
+
+@contextlib.contextmanager
+def counting_trips() -> Iterator[Trips]:
+    """Count every call through the server's one way to its database while the block runs."""
+    from sessions_app.database import database_sync_to_async
+
+    seen = Trips()
+    original = database_sync_to_async.__call__
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.add(getattr(self.func, "__qualname__", repr(self.func)))
+        return await original(self, *args, **kwargs)
+
+    database_sync_to_async.__call__ = counted  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        database_sync_to_async.__call__ = original  # type: ignore[method-assign]

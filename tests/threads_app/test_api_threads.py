@@ -39,6 +39,7 @@ THREAD_KEYS = {
     "steps",
     "elements",
 }
+# A step read back has Chainlit's StepDict keys; ``content`` only when it holds blocks.
 STEP_KEYS = {
     "id",
     "threadId",
@@ -48,7 +49,6 @@ STEP_KEYS = {
     "name",
     "input",
     "output",
-    "content",
     "metadata",
     "isError",
     "streaming",

@@ -38,7 +38,7 @@ pytestmark = [pytest.mark.abuse, pytest.mark.django_db(transaction=True)]
 STEPS = 3000
 STEP_TEXT = 40_000
 RSS_BOUND_MIB = 150
-FRAME_CAP = 32 * 1024 * 1024  # what the tests' daphne accepts (chatproject.cluster.DAPHNE_ARGS)
+FRAME_CAP = 32 * 1024 * 1024  # what the tests' daphne accepts (chatproject.servers.SERVER_ARGS)
 RESUME_MAX_BYTES = 8 * 1024 * 1024  # the defaults
 READ_PAGE_MAX_BYTES = 4 * 1024 * 1024
 

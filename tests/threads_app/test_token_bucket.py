@@ -73,3 +73,45 @@ def test_the_api_throttle_takes_from_the_bucket(settings, rate):
     assert throttle.allow_request(request, None) and throttle.allow_request(request, None)
     assert not throttle.allow_request(request, None)
     assert 0 < (throttle.wait() or 0) <= 0.5
+
+
+def evals_run(url: str) -> int:
+    """How many scripts the Redis server ran so far."""
+    import redis
+
+    stats = redis.Redis.from_url(url).info("commandstats")
+    return sum(int(stats.get(name, {}).get("calls", 0)) for name in ("cmdstat_eval", "cmdstat_evalsha"))
+
+
+def test_in_redis_a_process_takes_an_allowance_and_spends_it_without_redis(settings, private_redis):
+    settings.BUDGET_ALLOWANCE = 10  # off by default
+    settings.REDIS_URL = private_redis.url
+    rate = Rate(100, 100 / 60)
+    assert rate.allowance == 10
+    bucket = TokenBucket("allowance")
+    before = evals_run(private_redis.url)
+    assert [bucket.take("u1", rate) for _ in range(30)] == [None] * 30
+    assert evals_run(private_redis.url) - before == 3, "one script per allowance of 10 tokens"
+
+    async def from_the_socket() -> list[float | None]:
+        return [await bucket.atake("u1", rate) for _ in range(20)]
+
+    assert asyncio.run(from_the_socket()) == [None] * 20  # the same allowances
+    assert evals_run(private_redis.url) - before == 5
+
+
+def test_in_redis_processes_sharing_a_bucket_never_pass_its_burst(settings, private_redis):
+    settings.BUDGET_ALLOWANCE = 10  # off by default
+    """Two processes alternate a user's sends: together they are let through at most the burst
+    (tokens only leave the bucket), and at least the burst less one allowance per process
+    but the first (the tokens the other took and has not spent)."""
+    settings.REDIS_URL = private_redis.url
+    rate = Rate(100, 1 / 3600)  # no refill to speak of during the test
+    here, there = TokenBucket("shared-burst"), TokenBucket("shared-burst")
+    allowed = 0
+    for n in range(300):
+        if (here if n % 2 else there).take("u1", rate) is None:
+            allowed += 1
+    assert 100 - (rate.allowance - 1) <= allowed <= 100, allowed
+    wait = here.take("u1", rate)
+    assert wait is not None and wait > 60  # refused, with when to try again

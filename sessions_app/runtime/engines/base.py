@@ -55,6 +55,12 @@ class UserTurn:
     images: list[dict[str, Any]] = field(default_factory=list)
     accepted_ids: list[uuid.UUID] = field(default_factory=list)
     message_ids: list[uuid.UUID] = field(default_factory=list)
+    # Sends whose first answer said "not queued" and whose ``queued`` the user step's write
+    # records (``chats.submit_here``): no trip of their own.
+    unqueued_ids: list[uuid.UUID] = field(default_factory=list)
+    # When the earliest of its sends was accepted (wall clock, ``sessions_app.metrics``): the
+    # arrival's clock, or the record's ``accepted_at``; None in tests that make turns by hand.
+    accepted_at: float | None = None
 
     def content_blocks(self) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [*self.images]
@@ -70,13 +76,20 @@ class UserTurn:
             images=[image for t in turns for image in t.images],
             accepted_ids=[i for t in turns for i in t.accepted_ids],
             message_ids=[i for t in turns for i in t.message_ids],
+            unqueued_ids=[i for t in turns for i in t.unqueued_ids],
+            accepted_at=min((t.accepted_at for t in turns if t.accepted_at is not None), default=None),
         )
 
     @classmethod
     def of_send(cls, send: "AcceptedMessage") -> "UserTurn":
         """The turn answering one accepted send."""
+        accepted = getattr(send, "accepted_at", None)
         return cls(
-            text=send.text, images=list(send.images), accepted_ids=[send.pk], message_ids=[send.client_id]
+            text=send.text,
+            images=list(send.images),
+            accepted_ids=[send.pk],
+            message_ids=[send.client_id],
+            accepted_at=accepted.timestamp() if accepted is not None else None,
         )
 
 

@@ -31,6 +31,25 @@ export function acceptAttribute(accept) {
     .join(",");
 }
 
+/** Whether `file` is of a type Chainlit's `accept` lists (none listed: any). */
+export function accepts(accept, file) {
+  const listed = acceptAttribute(accept).split(",").map((t) => t.trim().toLowerCase()).filter(Boolean);
+  if (!listed.length) return true;
+  const type = (file.type || "").toLowerCase();
+  const name = (file.name || "").toLowerCase();
+  return listed.some((t) =>
+    t.startsWith(".") ? name.endsWith(t) : t.endsWith("/*") ? type.startsWith(t.slice(0, -1)) : t === type,
+  );
+}
+
+// A long question is quoted in part in the panel (the whole of it is in the conversation).
+const QUESTION_CHARS = 160;
+
+function questionText(text) {
+  const plain = String(text ?? "").replace(/\s+/g, " ").trim();
+  return plain.length > QUESTION_CHARS ? `${plain.slice(0, QUESTION_CHARS - 1)}…` : plain;
+}
+
 export class Asks {
   /**
    * `socket`: the page's socket; `form` and `input`: the composer (the panel goes above it);
@@ -124,6 +143,7 @@ export class Asks {
       askId: spec.askId,
       stepId: String(spec.step_id),
       type: spec.type,
+      question: typeof payload.msg?.output === "string" ? payload.msg.output : "",
       spec,
       deadline: Date.now() + Number(spec.timeout ?? 0) * 1000,
     });
@@ -131,12 +151,16 @@ export class Asks {
     this.render();
   }
 
-  /** `clear_ask`: one ask (`{askId}`) or, without one, every ask is closed. */
+  /** `clear_ask`: one ask (`{askId}`) or, without one, every ask is closed; with a `reason`
+   * (the server that asked stopped), the page says why the question went away. */
   clear(data) {
     const cleared = data?.askId ? [this.open.get(data.askId)].filter(Boolean) : [...this.open.values()];
     for (const ask of cleared) {
       this.open.delete(ask.askId);
       this.redraw(ask.stepId);
+    }
+    if (data?.reason && cleared.length) {
+      this.onError(gettext("This question was closed: the server that asked it stopped. Send your message again."));
     }
     this.render();
   }
@@ -160,6 +184,7 @@ export class Asks {
         return;
       }
       this.clear({ askId: ask.askId });
+      this.input.focus(); // the buttons answered are gone: the composer is where the user goes on
     } finally {
       if (control) control.disabled = false;
     }
@@ -177,11 +202,14 @@ export class Asks {
       return;
     }
     const hints = {
-      text: gettext("The assistant asks a question: your next message is the answer."),
-      action: gettext("The assistant asks you to choose one of the buttons under its question."),
-      file: gettext("The assistant asks for a file."),
+      text: gettext("Your next message is the answer."),
+      action: gettext("Choose one of the buttons under the question."),
+      file: gettext("Choose or drop the files it asks for."),
     };
-    const parts = [el("p", "ask-hint", hints[ask.type] ?? "")];
+    // The question itself, so that it stays in sight however the list is scrolled.
+    const heading = el("p", "ask-question");
+    heading.append(el("span", "ask-from", gettext("The assistant asks:")), " ", el("q", null, questionText(ask.question)));
+    const parts = [...(ask.question ? [heading] : []), el("p", "ask-hint", hints[ask.type] ?? "")];
     if (ask.type === "file") parts.push(this.filePicker(ask));
     const clock = el("p", "ask-timer");
     clock.setAttribute("aria-live", "off");
@@ -202,16 +230,22 @@ export class Asks {
     else if (ask.type === "text") this.input.focus();
   }
 
+  /** A drop zone with a styled "Choose files" button (the native input stays, hidden, for the
+   * keyboard and screen readers); a file of the wrong type or size is refused as it is chosen. */
   filePicker(ask) {
     const { accept, max_files: maxFiles = 1, max_size_mb: maxMb = 2 } = ask.spec;
-    const box = el("div", "ask-files");
-    const input = el("input");
+    const box = el("div", "ask-files drop-zone");
+    let chosen = [];
+    const input = el("input", "visually-hidden");
     input.type = "file";
     input.id = "ask-file-input";
     input.accept = acceptAttribute(accept);
     input.multiple = maxFiles > 1;
-    const label = el("label", null, gettext("Choose files"));
+    const label = el("label", "button-like", gettext("Choose files"));
     label.htmlFor = input.id;
+    const drop = el("span", "drop-hint muted", gettext("or drop them here"));
+    const names = el("ul", "ask-chosen");
+    names.setAttribute("aria-live", "polite");
     const limits = el(
       "p",
       "ask-limits",
@@ -224,8 +258,38 @@ export class Asks {
     input.setAttribute("aria-describedby", limits.id);
     const send = el("button", "primary", gettext("Send files"));
     send.type = "button";
-    send.addEventListener("click", () => this.sendFiles(ask, [...input.files], send));
-    box.append(label, input, send, limits);
+    send.disabled = true;
+    const choose = (files) => {
+      const refused = files.find((f) => !accepts(accept, f));
+      if (refused) {
+        this.onError(interpolate(gettext("%(name)s is not a type this question takes."), { name: refused.name }));
+        return;
+      }
+      const big = files.find((f) => f.size > maxMb * 1024 * 1024);
+      if (big) {
+        this.onError(interpolate(gettext("%(name)s is over %(size)s MB."), { name: big.name, size: maxMb }));
+        return;
+      }
+      chosen = [...chosen, ...files].slice(-maxFiles);
+      names.replaceChildren(...chosen.map((f) => el("li", null, f.name)));
+      send.disabled = chosen.length === 0;
+    };
+    input.addEventListener("change", () => {
+      choose([...input.files]);
+      input.value = "";
+    });
+    box.addEventListener("dragover", (event) => {
+      event.preventDefault();
+      box.dataset.over = "true";
+    });
+    box.addEventListener("dragleave", () => delete box.dataset.over);
+    box.addEventListener("drop", (event) => {
+      event.preventDefault();
+      delete box.dataset.over;
+      choose([...(event.dataTransfer?.files ?? [])]);
+    });
+    send.addEventListener("click", () => this.sendFiles(ask, chosen, send));
+    box.append(input, label, drop, send, names, limits);
     return box;
   }
 

@@ -20,15 +20,19 @@ import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ElementViews } from "./elements.js";
+import { FollowView } from "./follow.js";
+import { MenuButton } from "./menus.js";
 import { OlderSteps } from "./older.js";
 import { ChatStart } from "./starters.js";
 import { containerFor, insertInOrder, isStepEntry } from "./steps.js";
+import { Toasts } from "./toasts.js";
 import { Transcript } from "./transcript.js";
 
 const $ = (selector) => document.querySelector(selector);
 const config = JSON.parse($("#chat-config").textContent);
 
 const dom = {
+  chat: $("#chat"),
   messages: $("#messages"),
   transcript: $("#transcript"),
   pending: $("#pending"),
@@ -36,7 +40,7 @@ const dom = {
   banner: $("#banner"),
   bannerText: $("#banner-text"),
   bannerAction: $("#banner-action"),
-  notice: $("#notice"),
+  toasts: $("#toasts"),
   working: $("#working"),
   form: $("#composer"),
   input: $("#message-input"),
@@ -54,6 +58,8 @@ const dom = {
   profileCurrent: $("#chat-profile-current"),
   profileDescription: $("#chat-profile-description"),
   starters: $("#starters"),
+  jump: $("#jump-latest"),
+  search: $("#thread-search"),
 };
 
 // --- session ids: one per tab and thread ----------------------------------------------------
@@ -146,13 +152,13 @@ function draw(node, step) {
 
 // --- the transcript on screen -------------------------------------------------------------
 
-function nearBottom() {
-  const m = dom.messages;
-  return m.scrollHeight - m.scrollTop - m.clientHeight < 120;
-}
+// The list stays at its end while the user is there, whatever grows (follow.js).
+const view = new FollowView(dom.messages, [dom.transcript, dom.pending], dom.jump, {
+  onJump: () => dom.input.focus(),
+});
 
 function scrollToBottom() {
-  dom.messages.scrollTop = dom.messages.scrollHeight;
+  view.toEnd();
 }
 
 /** Put a step's element where the transcript says it belongs. */
@@ -173,7 +179,6 @@ function place(step) {
 /** Show steps. `read`: they come from a transcript read (bootstrap, history, resume_thread),
  * which carries the user's feedback on each (absent: none); live events do not say. */
 function applySteps(steps, { read = false } = {}) {
-  const stick = nearBottom();
   for (const incoming of steps) {
     if (!incoming?.id) continue;
     if (incoming.threadId && state.threadId && incoming.threadId !== state.threadId) continue;
@@ -185,14 +190,15 @@ function applySteps(steps, { read = false } = {}) {
     if (read) feedback.learn(incoming);
   }
   reconcile();
-  if (stick) scrollToBottom();
+  view.follow();
 }
 
 function removeStep(step) {
-  if (!step?.id || !state.transcript.remove(step.id)) return;
-  elements.get(String(step.id))?.remove();
-  elements.delete(String(step.id));
-  feedback.forget(step.id);
+  const id = step?.id ? state.transcript.idOf(step) : null;
+  if (!id || !state.transcript.remove(id)) return;
+  elements.get(id)?.remove();
+  elements.delete(id);
+  feedback.forget(id);
   updateView();
 }
 
@@ -216,14 +222,13 @@ function onToken(token) {
 
 function drawDirty() {
   frame = 0;
-  const stick = nearBottom();
   for (const id of dirty) {
     const step = state.transcript.get(id);
     const node = elements.get(id);
     if (step && node) draw(node, step);
   }
   dirty.clear();
-  if (stick) scrollToBottom();
+  view.follow();
 }
 
 /** A turn ended: a reply still streaming was cut off (stopped, or its engine died) and no
@@ -284,6 +289,9 @@ function updateView() {
   const empty = state.loaded && state.transcript.size === 0 && state.pending.length === 0;
   dom.empty.hidden = !empty;
   dom.messages.classList.toggle("is-empty", empty);
+  // The first screen (nothing sent yet): the greeting, the starters and the composer, centred.
+  const start = !state.threadId && state.pending.length === 0 && !state.transcript.entries.some((e) => e.type === "user_message");
+  dom.chat.classList.toggle("is-start", start);
 }
 
 function setRunning(running) {
@@ -299,12 +307,9 @@ function setTitle(name) {
   document.title = `${title} · Tether`;
 }
 
-let noticeTimer = 0;
+const toasts = new Toasts(dom.toasts, icon);
 function notify(text) {
-  dom.notice.textContent = text;
-  dom.notice.hidden = false;
-  clearTimeout(noticeTimer);
-  noticeTimer = setTimeout(() => (dom.notice.hidden = true), 8000);
+  toasts.show(text);
 }
 
 // --- the thread this page shows ---------------------------------------------------------------
@@ -400,6 +405,7 @@ const socket = io({
 });
 let connectedBefore = false;
 asks = new Asks({ socket, form: dom.form, input: dom.input, onError: (text) => notify(text) });
+dom.form.before($(".toast-anchor")); // the toasts stay right above the composer, under the ask panel
 let leaving = false;
 
 socket.onAny((event, ...args) => {
@@ -745,6 +751,7 @@ dom.fileInput.addEventListener("change", () => {
   dom.input.focus();
 });
 dom.stop.addEventListener("click", stop);
+new MenuButton($("#account-button"), $("#account-menu"));
 dom.newChat.addEventListener("click", newChat);
 function setDrawer(open) {
   document.body.classList.toggle("drawer-open", open);
@@ -756,7 +763,9 @@ dom.backdrop.addEventListener("click", () => setDrawer(false));
 
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented) return;
-  if (dom.feedbackDialog.open || chatSettings.isOpen) return; // Escape closes the dialog, nothing else
+  // Escape closes a dialog (feedback, settings, a confirmation), nothing else.
+  if (dom.feedbackDialog.open || chatSettings.isOpen || document.querySelector("dialog[open]")) return;
+  if (event.target === dom.search && dom.search.value) return; // Escape clears the search (sidebar.js)
   if (document.body.classList.contains("drawer-open")) {
     setDrawer(false);
     dom.sidebarToggle.focus();

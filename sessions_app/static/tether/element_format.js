@@ -19,3 +19,14 @@ export function fencedCode(text, language) {
   const lang = /^[\w+-]{1,40}$/.test(language ?? "") ? language : "";
   return `${fence}${lang}\n${text}\n${fence}`;
 }
+
+/** What the page shows of an app's custom element (Chainlit's CustomElement), whose component
+ * it cannot run: a caption naming it, and its props as JSON. */
+export function customElementFallback(element) {
+  return {
+    caption: interpolate(gettext("%(name)s: a custom element of the app, shown as its data"), {
+      name: element.name ?? "custom",
+    }),
+    json: JSON.stringify(element.props ?? {}, null, 2),
+  };
+}

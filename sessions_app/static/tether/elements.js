@@ -8,8 +8,9 @@
 //     back to the link).
 // The bytes come from the element's `url` (the owner-checked /api/elements/<id>).
 
-import { fencedCode, humanSize } from "./element_format.js";
+import { customElementFallback, fencedCode, humanSize } from "./element_format.js";
 import { gettext, interpolate } from "./i18n.js";
+import { drawPlot } from "./plots.js";
 import { el, icon, markdownFragment } from "./render.js";
 
 const PLOTLY_SRC = new URL("./vendor/plotly-basic.min.js", import.meta.url).href;
@@ -114,6 +115,9 @@ export function elementContent(element, { inPanel = false } = {}) {
         box.replaceChildren(...(inPanel ? [block] : [el("div", "element-caption", element.name), block]));
       })
       .catch((error) => failed(box, element, error));
+  } else if (element.type === "custom") {
+    const { caption, json } = customElementFallback(element);
+    box.append(el("div", "element-caption", caption), codeBlock(json, "json"));
   } else if (element.type === "plotly") {
     const plot = el("div", "element-plot");
     plot.setAttribute("role", "figure"); // not "img": its toolbar buttons are focusable
@@ -121,11 +125,7 @@ export function elementContent(element, { inPanel = false } = {}) {
     box.append(plot);
     Promise.all([loadPlotly(), fetchText(element.url)])
       .then(([Plotly, text]) => {
-        const figure = JSON.parse(text);
-        return Plotly.newPlot(plot, figure.data ?? [], figure.layout ?? {}, {
-          responsive: true,
-          displaylogo: false,
-        });
+        return drawPlot(Plotly, plot, JSON.parse(text));
       })
       .then(() => box.setAttribute("data-rendered", "true"))
       .catch((error) => failed(box, element, error));
@@ -146,7 +146,8 @@ export class ElementViews {
     document.addEventListener(
       "keydown",
       (event) => {
-        if (event.key === "Escape" && !this.panel.hidden) {
+        // (An Escape in a menu or a dialog closes that, not the panel.)
+        if (event.key === "Escape" && !this.panel.hidden && !event.target.closest?.(".menu, dialog")) {
           event.preventDefault(); // the chat's own Escape (stop a reply) waits
           this.closePanel();
         }

@@ -147,6 +147,13 @@ function roleOf(step) {
   return ["tool", step.name || step.type || gettext("Step")];
 }
 
+function avatarOf(step) {
+  const name = step.name && step.name !== "assistant" ? String(step.name) : "Tether";
+  const avatar = el("span", "msg-avatar", name.trim().charAt(0).toUpperCase() || "T");
+  avatar.setAttribute("aria-hidden", "true");
+  return avatar;
+}
+
 /** A transcript step as a list item (`<li class="msg ...">`), filled by fillStep(). */
 export function stepElement(step) {
   const item = el("li", "msg");
@@ -171,10 +178,15 @@ export function fillStep(item, step) {
   } else {
     body.append(markdownFragment(step.output ?? ""));
   }
-  const parts = [author, body];
+  // The assistant's avatar: the app's initial (the name it gives its messages), or "T".
+  const parts = role === "assistant" ? [avatarOf(step), author, body] : [author, body];
   const photos = photosOf(step.content);
   if (photos.length) parts.push(photoList(photos));
-  if (step.streaming) parts.push(el("span", "cursor", ""));
+  // The cursor ends the text's last line (a paragraph's), not a line of its own.
+  if (step.streaming) {
+    const last = body.lastElementChild;
+    (last && /^(P|LI|H[1-6])$/.test(last.tagName) ? last : body).append(el("span", "cursor", ""));
+  }
   // A reply cut by a stop is kept as far as it got; the server marks it in its metadata, so
   // the marker is there after a reload too. A reply this page saw cut off without word from
   // the server (its turn ended while it streamed) says so as well.

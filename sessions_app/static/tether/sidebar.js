@@ -1,5 +1,6 @@
 // The sidebar: the user's threads, newest first, with search, rename and delete.
 
+import { confirmInPage } from "./confirm.js";
 import { deleteThread, fetchUrl, listThreads, renameThread } from "./api.js";
 import { gettext, interpolate } from "./i18n.js";
 import { el, icon } from "./render.js";
@@ -164,7 +165,7 @@ export class Sidebar {
 
   async remove(li, thread) {
     const question = gettext("Delete the chat “%(name)s”? This cannot be undone.");
-    if (!window.confirm(interpolate(question, { name: thread.name || gettext("Untitled chat") }))) return;
+    if (!(await confirmInPage(interpolate(question, { name: thread.name || gettext("Untitled chat") })))) return;
     try {
       await deleteThread(thread.id);
     } catch (error) {

@@ -3,7 +3,8 @@
 // no flash of the other theme, and no inline script (the chat page's CSP allows none).
 //
 // "system" follows prefers-color-scheme, also when it changes while the page is open. The
-// control is any <select data-theme-select> (options system / light / dark); it is wired up
+// control is any <select data-theme-select> (options system / light / dark) or radio buttons
+// <input data-theme-choice> of those values (the account menu's); they are wired up
 // once the document is parsed. `window.tetherTheme` is this script's API (the node tests
 // drive it through a fake window).
 (function (window) {
@@ -40,6 +41,8 @@
     root.setAttribute("data-theme-choice", choice);
     var selects = document.querySelectorAll ? document.querySelectorAll("select[data-theme-select]") : [];
     for (var i = 0; i < selects.length; i++) selects[i].value = choice;
+    var radios = document.querySelectorAll ? document.querySelectorAll("input[data-theme-choice]") : [];
+    for (var j = 0; j < radios.length; j++) radios[j].checked = radios[j].value === choice;
   }
 
   function choose(choice) {
@@ -73,6 +76,13 @@
       selects[i].value = stored();
       selects[i].addEventListener("change", function (event) {
         choose(event.target.value);
+      });
+    }
+    var radios = document.querySelectorAll("input[data-theme-choice]");
+    for (var j = 0; j < radios.length; j++) {
+      radios[j].checked = radios[j].value === stored();
+      radios[j].addEventListener("change", function (event) {
+        if (event.target.checked) choose(event.target.value);
       });
     }
   }

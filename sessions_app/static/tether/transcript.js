@@ -8,6 +8,12 @@
 // Order: a step that has a `seq` goes before the first step with a larger seq and before a
 // reply still streaming (which has no seq until it completes); a step without a seq (a
 // streaming reply, a message sent before the thread existed) goes at the end.
+//
+// A user step comes under two ids: live, under the id the sending client chose (Chainlit's
+// client drew the message under it), in transcript reads under its own (the send's key). Both
+// list the client's ids in `metadata.acceptedIds`, so a user step sharing one with an entry
+// is that entry, and keeps the id the page first knew it by. The steps nested in it name it
+// as their parent the same two ways; their `parentId` is kept as the id of its entry.
 
 /** Where `step` belongs in `entries` (an array of steps already in display order). */
 export function insertionIndex(entries, step) {
@@ -15,6 +21,12 @@ export function insertionIndex(entries, step) {
   const index = entries.findIndex((e) => (e.seq != null ? e.seq > step.seq : Boolean(e.streaming)));
   return index === -1 ? entries.length : index;
 }
+
+/** The client ids of the sends a user step transcribes (none for other steps). */
+const sendIds = (step) =>
+  step?.type === "user_message" && Array.isArray(step.metadata?.acceptedIds)
+    ? step.metadata.acceptedIds.map(String)
+    : [];
 
 // A step (a tool call, not a message) takes stream tokens until it has an end.
 const openStep = (step) => !String(step.type ?? "").includes("message") && step.end == null;
@@ -36,6 +48,15 @@ function sameStep(a, b) {
 export class Transcript {
   constructor() {
     this.entries = [];
+    this.aliases = new Map(); // a user step's other id -> the id of its entry
+  }
+
+  /** The id of the entry `id` names: its own, a user step's other id, or one of its sends. */
+  canonical(id) {
+    const key = String(id);
+    if (this.entries.some((e) => e.id === key)) return key;
+    if (this.aliases.has(key)) return this.aliases.get(key);
+    return this.entries.find((e) => sendIds(e).includes(key))?.id ?? key;
   }
 
   get size() {
@@ -43,11 +64,27 @@ export class Transcript {
   }
 
   get(id) {
-    return this.entries.find((e) => e.id === String(id));
+    const key = this.canonical(id);
+    return this.entries.find((e) => e.id === key);
   }
 
   indexOf(id) {
-    return this.entries.findIndex((e) => e.id === String(id));
+    const key = this.canonical(id);
+    return this.entries.findIndex((e) => e.id === key);
+  }
+
+  /** Where the entry for `step` is: the one with its id, or the user step sharing a send. */
+  indexOfStep(step) {
+    const at = this.indexOf(step.id);
+    const sends = sendIds(step);
+    if (at !== -1 || sends.length === 0) return at;
+    return this.entries.findIndex((e) => sendIds(e).some((id) => sends.includes(id)));
+  }
+
+  /** The id the page shows `step` under (see `indexOfStep`), or null when it has no entry. */
+  idOf(step) {
+    const at = this.indexOfStep(step);
+    return at === -1 ? null : this.entries[at].id;
   }
 
   /**
@@ -56,9 +93,12 @@ export class Transcript {
    */
   upsert(incoming) {
     const step = { ...incoming, id: String(incoming.id), streaming: Boolean(incoming.streaming) };
-    const at = this.indexOf(step.id);
+    if (step.parentId != null) step.parentId = this.canonical(step.parentId);
+    const at = this.indexOfStep(step);
     if (at !== -1) {
       const current = this.entries[at];
+      if (step.id !== current.id) this.aliases.set(step.id, current.id);
+      step.id = current.id; // a user step read under its own id after it was shown live
       // A repeated stream_start changes nothing, and a complete step is never turned back
       // into a streaming one by a late one.
       // A step shown when it opened starts streaming later: its stream_start carries the text
