@@ -257,9 +257,11 @@ def _checked_answer(user: User, record: Ask, raw: Any) -> Any:
         if not isinstance(text, str) or not text.strip():
             raise AskRefused("a text ask takes {output: <non-empty text>}")
         try:
-            return {"output": inputs.clean_text(text, "answer.output")}
+            answer = {"output": inputs.clean_text(text, "answer.output")}
         except inputs.InvalidInput as bad:
             raise AskRefused(str(bad)) from None
+        drawn_as = _client_message_id(raw)
+        return {**answer, "id": drawn_as} if drawn_as else answer
     if record.kind == Ask.Kind.ACTION:
         chosen = raw.get("id") if isinstance(raw, dict) else raw
         actions = (record.message.get("metadata") or {}).get("actions") or []
@@ -268,6 +270,19 @@ def _checked_answer(user: User, record: Ask, raw: Any) -> Any:
                 return action
         raise AskRefused("an action ask takes one of its actions: {id: <one of spec.keys>}")
     return _checked_files(user, record, raw)
+
+
+def _client_message_id(raw: Any) -> str | None:
+    """The id under which the answering client drew the answer as the user's message (Chainlit's
+    frontend answers a text ask with the StepDict it shows), if it is a UUID: the reply is then
+    shown under it, so that client updates its copy instead of drawing a second."""
+    chosen = raw.get("id") if isinstance(raw, dict) else None
+    if not isinstance(chosen, str):
+        return None
+    try:
+        return str(uuid.UUID(chosen))
+    except ValueError:
+        return None
 
 
 def _checked_files(user: User, record: Ask, raw: Any) -> list[dict[str, Any]]:

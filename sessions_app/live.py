@@ -291,7 +291,7 @@ class LiveSession:
         self._written(pending.message, written)
         if (meter := metrics.current_meter.get()) is not None:
             meter.output()
-        await emit_to_session(self.id, pending.event, pending.message.to_dict())
+        await emit_to_session(self.id, pending.event, pending.message.shown_dict())
 
     async def _reply_for_release(self) -> PendingReply | None:
         """The pending reply, taken for the release's database call (after a flush under way)."""

@@ -73,13 +73,22 @@ class AskUserMessage(AskMessageBase):
         if answer is None:
             return None
         session = require_session()
-        reply = Message(answer["output"], author=session.user.get_username(), type="user_message")
+        # A client that drew the answer under its own id (Chainlit's frontend) has it named in
+        # ``acceptedIds``, as a send's client has: it is shown under that id and not twice.
+        drawn_as = answer.get("id")
+        reply = Message(
+            answer["output"],
+            author=session.user.get_username(),
+            type="user_message",
+            metadata={"acceptedIds": [drawn_as]} if drawn_as else None,
+        )
         # The reply is the user's message: transcribed (the first one creates and names the
         # thread, as a first send does) and shown on every tab.
         if not session.has_first_interaction:
             await lifecycle.first_interaction(session, reply.content)
         await reply.send()
-        await publish_on_thread(session.thread_id, "new_message", reply.to_dict(), skip_session=session.id)
+        shown = reply.shown_dict()
+        await publish_on_thread(session.thread_id, "new_message", shown, skip_session=session.id)
         return reply.to_dict()
 
 

@@ -196,12 +196,6 @@ async def test_an_ask_is_answered_from_the_composer(tab, make_user):
     await tab.check_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the answer to an ask comes back in a new_message under the server's step id, not the "
-    "id Chainlit's client drew it under (sessions_app/chat/asks.py, AskUserMessage.send), so it "
-    "shows twice",
-)
 async def test_an_asks_answer_shows_once(tab, make_user):
     await tab.sign_in(make_user())
     await tab.page.click("#starter-ask-me")

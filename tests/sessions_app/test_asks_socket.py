@@ -109,6 +109,36 @@ async def test_a_text_ask_is_sent_with_its_spec_and_answered_by_the_ack(
     await client.disconnect()
 
 
+async def test_a_text_answer_drawn_under_its_clients_id_is_shown_under_that_id(
+    asks_server: Any, make_user: Any
+) -> None:
+    """Chainlit's frontend answers with the StepDict it already shows: the reply comes back
+    under that id (the client updates its copy, not a second one); a non-UUID id is ignored."""
+    drawn_as = str(uuid.uuid4())
+    client = await tab(asks_server, make_user())
+    client.ack_with = {"id": drawn_as, "type": "user_message", "output": "Ada"}
+    await client.start()
+    thread_id = str((await client.send("ask name"))["threadId"])
+    ask = await asked(client)
+    await client.wait_text("Hello, Ada!")
+    replies = [data for name, data in client.events if name == "new_message" and data["output"] == "Ada"]
+    assert [r["id"] for r in replies] == [drawn_as], client.events
+    step = await sync_to_async(Step.objects.get)(thread_id=thread_id, type="user_message", output="Ada")
+    assert step.metadata["acceptedIds"] == [drawn_as] and str(step.pk) != drawn_as
+    assert (await ask_row(ask["spec"]["askId"])).answer == {"output": "Ada", "id": drawn_as}
+
+    other = await tab(asks_server, make_user())
+    other.ack_with = {"id": "not-a-uuid", "output": "Bo"}
+    await other.start()
+    await other.send("ask name")
+    await asked(other)
+    await other.wait_text("Hello, Bo!")
+    shown = [data["id"] for name, data in other.events if name == "new_message" and data["output"] == "Bo"]
+    assert len(shown) == 1 and shown[0] != "not-a-uuid", other.events
+    await client.disconnect()
+    await other.disconnect()
+
+
 async def test_an_ask_is_answered_by_ask_answer_once_and_a_second_answer_is_refused(
     asks_server: Any, make_user: Any
 ) -> None:
