@@ -235,17 +235,21 @@ async def test_the_lockout_keys_on_the_client_address_the_proxy_forwards(engine_
     assert await login_from("127.0.0.1", url, victim.username, victim.raw_password) == 302
 
 
+async def chat_on_each(tabs: list[ChatClient], word: str) -> None:
+    """Start every tab, send ``<word> <i>`` from tab i, and wait for each one's echo."""
+    for tab in tabs:
+        await tab.start()
+    for i, tab in enumerate(tabs):
+        await tab.send(f"{word} {i}")
+    for i, tab in enumerate(tabs):
+        await tab.wait_for(has_reply(f"Echo #1: {word} {i}"), timeout=30)
+
+
 async def test_sockets_land_on_both_processes_and_chat(engine_cluster, make_user):
     cookie = await user_cookie(engine_cluster.url, make_user())
     tabs = [ChatClient(engine_cluster.url, cookie) for _ in range(TABS)]
     try:
-        for tab in tabs:
-            await tab.start()
-        for i, tab in enumerate(tabs):
-            await tab.send(f"hello {i}")
-        for i, tab in enumerate(tabs):
-            await tab.wait_for(has_reply(f"Echo #1: hello {i}"), timeout=30)
-
+        await chat_on_each(tabs, "hello")
         pids = await socket_pids([tab.session_id for tab in tabs])
         assert set(pids.values()) == {d.pid for d in engine_cluster.daphnes}
     finally:
@@ -259,12 +263,7 @@ async def test_metrics_through_the_proxy_report_both_processes(engine_cluster, m
     cookie = await user_cookie(engine_cluster.url, make_user())
     tabs = [ChatClient(engine_cluster.url, cookie) for _ in range(TABS)]
     try:
-        for tab in tabs:
-            await tab.start()
-        for i, tab in enumerate(tabs):
-            await tab.send(f"counted {i}")
-        for i, tab in enumerate(tabs):
-            await tab.wait_for(has_reply(f"Echo #1: counted {i}"), timeout=30)
+        await chat_on_each(tabs, "counted")
         pids = await socket_pids([tab.session_id for tab in tabs])
         expected = Counter(str(pid) for pid in pids.values())
 
