@@ -328,12 +328,13 @@ def transcribe_user_turn(
     )
 
 
-def settle_sends(accepted_ids: list[uuid.UUID], outcome: str, *, fence: Fence | None = None) -> None:
+def settle_sends(accepted_ids: list[uuid.UUID], outcome: str, *, fence: Fence | None = None) -> int:
     """Record how the turn that transcribed these sends ended (replied, interrupted, error),
-    under ``fence`` when named (``Fenced`` when it is stale; the condition is in the UPDATE).
-    Every turn ends here, so the UPDATE is plain SQL: no ORM query to build each time."""
+    under ``fence`` when named (``Fenced`` when it is stale; the condition is in the UPDATE);
+    how many had no outcome yet and now have this one. Every turn ends here, so the UPDATE is
+    plain SQL: no ORM query to build each time."""
     if not accepted_ids:
-        return
+        return 0
     meta = AcceptedMessage._meta  # noqa: SLF001
     q = connection.ops.quote_name
     pk = meta.pk
@@ -349,9 +350,10 @@ def settle_sends(accepted_ids: list[uuid.UUID], outcome: str, *, fence: Fence | 
         sql, params = f"{sql} AND {fence_sql}", [*params, *fence_params]
     with prepared.cursor() as cursor:
         cursor.execute(sql, params)
-        settled = cursor.rowcount
+        settled = int(cursor.rowcount)
     if fence is not None and not settled and not fence.holds():  # the read only when nothing moved
         raise Fenced(fence, f"the outcome of sends {accepted_ids}")
+    return settled
 
 
 def fail_sends(accepted_ids: list[uuid.UUID], failure: str, *, fence: Fence | None = None) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
+from django.db import transaction
 
 from sessions_app import webhook_tasks
 from sessions_app.accepting import accept_send
@@ -36,9 +37,10 @@ from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import pools
 from sessions_app.runtime.routing import at_box_owner, box_of
 from sessions_app.runtime.thread_session import LOST, TurnResponse
+from threads_app.fencing import Fence, Fenced
 from threads_app.models import AcceptedMessage, Box, Thread
 from threads_app.selectors import accepted_exists, box_by_id
-from threads_app.services import MessageConflict, fail_sends, record_queued
+from threads_app.services import MessageConflict, fail_sends, record_queued, settle_sends
 
 logger = logging.getLogger(__name__)
 
@@ -156,10 +158,6 @@ _exists = database_sync_to_async(accepted_exists)
 _fresh_box = database_sync_to_async(box_by_id)
 
 
-async def _mark_failed(send: AcceptedMessage) -> None:
-    await database_sync_to_async(fail_sends)([send.pk], AcceptedMessage.Failure.ENGINE)
-
-
 def _outcome(response: TurnResponse) -> str:
     """The send's recorded outcome for the turn's response."""
     if response.outcome == "interrupted":
@@ -171,41 +169,71 @@ async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None
     """Run the turn through the box's pool, record its outcome (so that a turn this process
     dies in is told from one it finished: ``recover``), then deliver the complete response."""
     thread_id, message_id = send.thread_id, send.client_id
+    fence: Fence | None = None
     try:
         box = await _fresh_box(box_id)
         if box is None:
             return  # deleted since the message was accepted (and its records with it)
         pool = pools.for_box(box.id, box.engine, box.engine_options)
-        response = await pool.send_to_thread(thread_id, UserTurn.of_send(send), author=author)
+        session = await pool.activate(thread_id, author=author)
+        fence = session.fence
+        response = await session.send(UserTurn.of_send(send))
         if response.outcome == LOST:
             return  # the box's new owner answers it (and delivers that answer)
-        await transcript.settle_turn([send.pk], _outcome(response))
+        outcome = _outcome(response)
     except ObjectDoesNotExist:
         logger.warning("thread %s was deleted before message %s was answered", thread_id, message_id)
         return
     except Exception:
         logger.exception("integration turn for message %s on thread %s failed", message_id, thread_id)
         response = TurnResponse("The engine could not answer.", True, "error")
+        outcome = AcceptedMessage.Outcome.ERROR
         with contextlib.suppress(Exception):
-            await _mark_failed(send)
-            await transcript.settle_turn([send.pk], AcceptedMessage.Outcome.ERROR)  # if transcribed
+            await database_sync_to_async(fail_sends)([send.pk], AcceptedMessage.Failure.ENGINE, fence=fence)
     finally:
         integration_turns.in_flight.discard(thread_id)
-    await _deliver(box_id, thread_id, message_id, response)
+    await _settle_and_deliver(box_id, send, outcome, response, fence)
 
 
-async def _deliver(
-    box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, response: TurnResponse
+async def _settle_and_deliver(
+    box_id: uuid.UUID, send: AcceptedMessage, outcome: str, response: TurnResponse, fence: Fence | None
 ) -> None:
-    """Queue the response's delivery to the box's webhook (durable: ``webhook_tasks``)."""
+    """Record the send's outcome and queue its response's delivery in one transaction, under
+    the claim the turn ran under: an owner taken over meanwhile (a stall past its lease) lost
+    the send to the new owner, which closes and delivers it, so the old one delivers nothing;
+    and a process that dies between the two leaves neither, so recovery answers the send."""
     try:
-        box = await _fresh_box(box_id)  # the webhook settings as they are now
-        if box is not None and box.webhook_url:
-            await database_sync_to_async(webhook_tasks.enqueue)(
-                box, _payload(thread_id, message_id, response)
-            )
+        delivered = await database_sync_to_async(settle_and_queue_delivery)(
+            box_id, send, outcome, response, fence
+        )
+    except Fenced as exc:
+        logger.warning("integration message %s: %s; its new owner answers it", send.client_id, exc)
+        return
     except Exception:
-        logger.exception("webhook delivery for message %s could not be queued", message_id)
+        logger.exception("the response to integration message %s could not be recorded", send.client_id)
+        return
+    if not delivered:
+        logger.info("integration message %s was settled by another turn; not delivered again", send.client_id)
+
+
+def settle_and_queue_delivery(
+    box_id: uuid.UUID, send: AcceptedMessage, outcome: str, response: TurnResponse, fence: Fence | None
+) -> bool:
+    """The sync half of ``_settle_and_deliver``: True when this call settled the send (and
+    queued its delivery, if the box has a webhook)."""
+    with transaction.atomic():
+        if not settle_sends([send.pk], outcome, fence=fence):
+            return False  # another turn (a recovery) settled it first: its delivery is the one
+        _enqueue(box_id, send.thread_id, send.client_id, response)
+    return True
+
+
+def _enqueue(box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, response: TurnResponse) -> None:
+    """Queue the response's delivery to the box's webhook, as the box's settings are now
+    (durable: ``webhook_tasks``)."""
+    box = box_by_id(box_id)
+    if box is not None and box.webhook_url:
+        webhook_tasks.enqueue(box, _payload(thread_id, message_id, response))
 
 
 # --- recovery: integration sends a dead owner left -------------------------------------------------
@@ -227,10 +255,8 @@ async def _close_cut_turn(box_id: uuid.UUID, send: AcceptedMessage) -> None:
         output=SERVER_STOPPED_TEXT,
         is_error=True,
     )
-    await transcript.settle_turn([send.pk], AcceptedMessage.Outcome.ERROR)
-    await _deliver(
-        box_id, send.thread_id, send.client_id, TurnResponse(SERVER_STOPPED_TEXT, True, "error", [step["id"]])
-    )
+    response = TurnResponse(SERVER_STOPPED_TEXT, True, "error", [step["id"]])
+    await _settle_and_deliver(box_id, send, AcceptedMessage.Outcome.ERROR, response, None)
 
 
 async def recover(box_id: uuid.UUID, sends: list[AcceptedMessage]) -> int:

@@ -3,15 +3,18 @@ and a write made under a token that is no longer current writes nothing and rais
 ``Fenced``, whatever the write (a new step, an updated step, a tool result, a send's outcome,
 the engine's session id, a turn's release, a session's saved user session)."""
 
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
-from sessions_app import records, turn_statements
+from sessions_app import records, turn_statements, webhook_tasks
 from sessions_app.models import ServerProcess, SocketSession
-from sessions_app.runtime import ownership, transcript
+from sessions_app.runtime import integration_turns, ownership, transcript
+from sessions_app.runtime.thread_session import TurnResponse
 from sessions_app.turns import turn_fence
 from threads_app import fencing, services
 from threads_app.fencing import Fence, Fenced
@@ -187,3 +190,39 @@ def test_a_taken_over_turn_releases_and_settles_nothing(thread):
     assert turn_statements.release(session.pk, b, (send.pk, "replied"), epoch=second)
     assert AcceptedMessage.objects.get(pk=send.pk).outcome == "replied"
     assert SocketSession.objects.get(pk=session.pk).turn_owner == ""
+
+
+def test_an_integration_response_is_delivered_once_by_whoever_settles_its_send(thread):
+    """A box's owner taken over mid-turn delivers nothing when it comes back; the new owner's
+    close is delivered; a second settle of the same send queues no second delivery."""
+    Box.objects.filter(pk=thread.box_id).update(webhook_url="https://hooks.example.com/in")
+    a, b = process("a"), process("b")
+
+    def box_fence(owner: str) -> Fence:
+        epoch = Box.objects.values_list("runtime_epoch", flat=True).get(pk=thread.box_id)
+        return Fence(Box, thread.box_id, "runtime_owner", "runtime_epoch", owner, epoch)
+
+    ownership.claim_box(thread.box_id, a)
+    stale = box_fence(a)
+    die(a)
+    ownership.claim_box(thread.box_id, b)
+    current = box_fence(b)
+    send = _send(thread, source=AcceptedMessage.Source.INTEGRATION)
+    reply = TurnResponse("the whole reply", False, "replied")
+
+    def deliveries() -> list[str]:
+        return [
+            r.args_kwargs["args"][1] for r in DBTaskResult.objects.filter(queue_name=webhook_tasks.queue())
+        ]
+
+    with pytest.raises(Fenced):
+        integration_turns.settle_and_queue_delivery(thread.box_id, send, "replied", reply, stale)
+    assert AcceptedMessage.objects.get(pk=send.pk).outcome == "" and deliveries() == []
+
+    closed = TurnResponse("The server stopped", True, "error")
+    assert integration_turns.settle_and_queue_delivery(thread.box_id, send, "error", closed, current)
+    assert not integration_turns.settle_and_queue_delivery(thread.box_id, send, "replied", reply, current)
+    assert AcceptedMessage.objects.get(pk=send.pk).outcome == "error"
+    assert [json.loads(body)["response"]["text"] for body in deliveries()] == ["The server stopped"], (
+        deliveries()
+    )
