@@ -50,6 +50,9 @@ if not settings.configured:
         SECRET_KEY="tether-bench-baseline",
         ALLOWED_HOSTS=["*"],
         CHANNEL_LAYERS=tether_settings.CHANNEL_LAYERS,
+        # What Tether's channel layer and server wrapper read: no metrics, daphne's text log.
+        METRICS_ENABLED=False,
+        LOG_FORMAT="text",
     )
 
 from channels.generic.websocket import AsyncWebsocketConsumer
