@@ -7,6 +7,8 @@ const root = document.querySelector(".tether-dashboard");
 const words = root.dataset;
 const CHART_HEIGHT = 220;
 const charts = {};
+// Points as well as lines: a minute with turns between two quiet ones is a point.
+const POINTS = { show: true, size: 7 };
 
 function cell(row, text) {
   const td = document.createElement("td");
@@ -98,7 +100,7 @@ function chart(id, series, data) {
   const options = {
     width: width(element),
     height: CHART_HEIGHT,
-    series: [{}, ...series],
+    series: [{}, ...series.map((one) => ({ points: { ...POINTS, fill: one.stroke }, ...one }))],
     axes: [{}, { size: 50 }],
     scales: { x: { time: true } },
   };
