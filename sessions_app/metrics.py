@@ -24,6 +24,12 @@ from django.conf import settings
 # App kinds, the ``kind`` label of turn metrics: hooks-API apps and engine-runtime apps.
 HOOKS = "hooks"
 ENGINE = "engine"
+# Input paths, the ``via`` label of budget refusals: socket events, HTTP (API) requests.
+SOCKET = "socket"
+HTTP = "http"
+# The ``budget`` of a refusal the ASGI gate answers (a repeat of a request a budget refused
+# a moment ago, ``chatproject.budget_gate``): it does not ask which budget again.
+REPEAT = "repeat"
 
 # Latency buckets, seconds: from a fast local ack to a slow engine's whole answer.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -108,7 +114,9 @@ def _build() -> dict[str, Any]:
             "Reconnects that asked for missed events, by whether the window covered them",
             ["recovered"],
         ),
-        "budget_refusals": Counter("tether_budget_refusals", "Socket events refused by a budget", ["budget"]),
+        "budget_refusals": Counter(
+            "tether_budget_refusals", "Socket events and API requests refused by a budget", ["budget", "via"]
+        ),
         "engine_runs": Gauge(
             "tether_engine_runs_open",
             "Engine runs (processes or connections) open",
@@ -161,6 +169,11 @@ budget_refusals = _metrics["budget_refusals"]
 engine_runs = _metrics["engine_runs"]
 engine_idle_closes = _metrics["engine_idle_closes"]
 webhook_deliveries = _metrics["webhook_deliveries"]
+
+
+def count_http_budget_refusal(sender: object, budget: str, **_kwargs: object) -> None:
+    """``threads_app.signals.budget_refused``: an API request a budget refused."""
+    budget_refusals.labels(budget, HTTP).inc()
 
 
 @dataclass
