@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.client import ChatClient, api_token, user_cookie
 from tests.support.metrics import Scrape, scrape
+from tests.support.offset_client import OffsetClient
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -268,3 +269,46 @@ async def test_api_requests_a_budget_refuses_are_counted(server_factory, make_us
     assert counted.value("tether_budget_refusals_total", budget="sends", via="http") == 1, counted.text
     assert counted.value("tether_budget_refusals_total", budget="repeat", via="http") == 1, counted.text
     assert counted.value("tether_budget_refusals_total", via="socket") == 0, counted.text
+
+
+async def test_a_replay_counts_the_window_it_read_and_the_events_it_sent(server_factory, make_user):
+    """``tether_event_log_window_events`` and ``tether_replayed_events``: a reconnect that
+    asks for what came after an earlier offset is sent those events, from a window that
+    held all of the session's."""
+    server = server_factory.start()
+    client = OffsetClient(server.url, await user_cookie(server.url, make_user()))
+    await client.connect()
+    await client.wait(lambda: any(event == "task_end" for event, _data, _offset in client.events))
+    answer = await client.send("stream 5")
+    assert "error" not in answer, answer
+    await client.wait(lambda: sum(1 for event, _d, _o in client.events if event == "task_end") >= 2)
+    await client.close()
+    latest = int(client.offset or 0)
+    assert latest > 5, client.events
+    before = await scraped(server.url)
+    client.offset = str(latest - 3)  # as if the last three events never arrived
+    seen = len(client.events)
+    await client.connect()
+    try:
+        assert client.recoveries[-1]["recovered"] is True, client.recoveries
+        # What the server sends from the window: everything after the offset the client
+        # gave (the session is idle: nothing comes live meanwhile).
+        await client.wait(lambda: any(o == latest for _e, _d, o in client.events[seen:]))
+        await asyncio.sleep(0.5)
+        replayed = [o for _e, _d, o in client.events[seen:] if o is not None]
+        after = await scraped(server.url)
+    finally:
+        await client.close()
+
+    def moved(name: str) -> float:
+        return after.value(name) - before.value(name)
+
+    # The window held every event of the session (1 to its newest, well under its size);
+    # the replay sent those after the offset given: at least the three, and the client got
+    # them (and maybe live ones after).
+    sent = moved("tether_replayed_events_sum")
+    assert moved("tether_replayed_events_count") == 1, after.text
+    assert 3 <= sent <= len(replayed), (latest, sent, replayed)
+    assert replayed[: int(sent)] == list(range(latest - 2, latest - 2 + int(sent))), (latest, sent, replayed)
+    assert moved("tether_event_log_window_events_count") == 1, after.text
+    assert moved("tether_event_log_window_events_sum") == latest - 3 + sent, (latest, sent, after.text)
