@@ -189,3 +189,11 @@ async def test_an_engine_turn_and_its_failure_show_on_the_dashboard(
         page = await sync_to_async(staff_client.get)(link)
         assert page.status_code == 200, (link, page)
     assert failure["thread"] in failure["thread_url"] and failure["send"] in failure["send_url"]
+
+
+def test_the_dashboard_speaks_french_to_a_french_browser(staff_client):
+    staff_client.defaults["HTTP_ACCEPT_LANGUAGE"] = "fr"
+    page = staff_client.get(PAGE).content.decode()
+    assert "Tableau de bord en direct" in page and "Tours en attente" in page, page[:3000]
+    assert 'data-alive="vivant"' in page
+    assert "Tableau de bord en direct" in staff_client.get("/admin/").content.decode()
