@@ -8,6 +8,7 @@ from typing import Any
 from rest_framework.exceptions import Throttled
 
 from chatproject.body_limits import Receive, Scope, Send
+from sessions_app import metrics
 from threads_app.recent_refusals import headers_credential, recent_refusals
 
 
@@ -24,6 +25,7 @@ class BudgetGate:
             who = headers_credential(scope.get("headers", []))
             wait = recent_refusals.wait(scope["method"], scope["path"], who) if who else None
             if wait is not None:
+                metrics.budget_refusals.labels(metrics.REPEAT, metrics.HTTP).inc()
                 await self._refuse(send, wait)
                 return
         await self.app(scope, receive, send)

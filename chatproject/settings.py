@@ -413,6 +413,9 @@ METRICS_ALLOWED_NETWORKS = [
     for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128").split(",")
     if n.strip()
 ]
+# How often each process publishes its samples for the admin's dashboard (its live gauges
+# and per-minute samples, sessions_app.dashboard_samples), in seconds; 0 publishes none.
+DASHBOARD_PUBLISH_EVERY = float(os.environ.get("DASHBOARD_PUBLISH_EVERY", "5"))
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)

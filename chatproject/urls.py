@@ -8,6 +8,7 @@ from django.views.i18n import JavaScriptCatalog
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from chatproject import health, metrics_endpoint, views
+from sessions_app import dashboard
 
 
 def _route_under(prefix: str) -> str:
@@ -25,6 +26,9 @@ urlpatterns = [
     path("metrics", metrics_endpoint.metrics, name="metrics"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The admin's live dashboard (sessions_app.dashboard), staff only, linked from its index.
+    path("admin/tether/dashboard/", dashboard.dashboard_page, name="admin-dashboard"),
+    path("admin/tether/dashboard/data.json", dashboard.dashboard_data, name="admin-dashboard-data"),
     path("admin/", admin.site.urls),
     # The web UI's translated strings for its scripts (sessions_app/static/tether/i18n.js).
     path("jsi18n/", JavaScriptCatalog.as_view(), name="javascript-catalog"),

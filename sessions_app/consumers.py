@@ -179,7 +179,7 @@ class ChatConsumer(SocketIOConsumer):
         try:
             await limits.spend(budget, self.live.user)
         except limits.OverBudget as refused:
-            metrics.budget_refusals.labels(budget.name).inc()
+            metrics.budget_refusals.labels(budget.name, metrics.SOCKET).inc()
             # One frame back: the ack when the client asked for one, else the error event.
             if ack_id is not None:
                 await self.ack(ack_id, {"error": str(refused), "retryAfter": refused.retry_after})

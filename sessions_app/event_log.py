@@ -69,14 +69,15 @@ class Missed:
     events: list[LoggedEvent]
     complete: bool
     latest: int  # the session's newest offset when read
+    held: int = 0  # how many events the session's window held when read
 
 
 def _missed(after: int, latest: int, entries: list[LoggedEvent]) -> Missed:
     wanted = [e for e in entries if e.offset > after]
     if after > latest:
-        return Missed([], False, latest)
+        return Missed([], False, latest, len(entries))
     complete = after == latest or (bool(wanted) and wanted[0].offset == after + 1)
-    return Missed(wanted, complete, latest)
+    return Missed(wanted, complete, latest, len(entries))
 
 
 def _keys(session_id: uuid.UUID) -> list[str]:

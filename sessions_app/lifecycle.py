@@ -296,7 +296,7 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     retry = payload.get("retry") is True  # "send again" of a send that failed
     wait = await limits.wait_before_next_send(live.user)
     if wait is not None:
-        metrics.budget_refusals.labels(SENDS.name).inc()
+        metrics.budget_refusals.labels(SENDS.name, metrics.SOCKET).inc()
         raise BadRequest(
             f"too many messages: the send rate is limited; send again in {math.ceil(wait)} s",
             retryAfter=math.ceil(wait),

@@ -24,10 +24,18 @@ from django.conf import settings
 # App kinds, the ``kind`` label of turn metrics: hooks-API apps and engine-runtime apps.
 HOOKS = "hooks"
 ENGINE = "engine"
+# Input paths, the ``via`` label of budget refusals: socket events, HTTP (API) requests.
+SOCKET = "socket"
+HTTP = "http"
+# The ``budget`` of a refusal the ASGI gate answers (a repeat of a request a budget refused
+# a moment ago, ``chatproject.budget_gate``): it does not ask which budget again.
+REPEAT = "repeat"
 
 # Latency buckets, seconds: from a fast local ack to a slow engine's whole answer.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TRIP_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64)
+# Event counts of a session's replay window (EVENT_REPLAY_MAX_EVENTS is 1000 by default).
+EVENT_BUCKETS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 
 class _Off:
@@ -108,7 +116,17 @@ def _build() -> dict[str, Any]:
             "Reconnects that asked for missed events, by whether the window covered them",
             ["recovered"],
         ),
-        "budget_refusals": Counter("tether_budget_refusals", "Socket events refused by a budget", ["budget"]),
+        "event_log_window": Histogram(
+            "tether_event_log_window_events",
+            "Events a session's replay window held when a reconnect read it",
+            buckets=EVENT_BUCKETS,
+        ),
+        "replayed_events": Histogram(
+            "tether_replayed_events", "Events a reconnect was sent from the window", buckets=EVENT_BUCKETS
+        ),
+        "budget_refusals": Counter(
+            "tether_budget_refusals", "Socket events and API requests refused by a budget", ["budget", "via"]
+        ),
         "engine_runs": Gauge(
             "tether_engine_runs_open",
             "Engine runs (processes or connections) open",
@@ -136,6 +154,8 @@ _NAMES = (
     "recovered",
     "stall_vouches",
     "replays",
+    "event_log_window",
+    "replayed_events",
     "budget_refusals",
     "engine_runs",
     "engine_idle_closes",
@@ -157,10 +177,17 @@ channel_layer_errors = _metrics["channel_layer_errors"]
 recovered = _metrics["recovered"]
 stall_vouches = _metrics["stall_vouches"]
 replays = _metrics["replays"]
+event_log_window = _metrics["event_log_window"]
+replayed_events = _metrics["replayed_events"]
 budget_refusals = _metrics["budget_refusals"]
 engine_runs = _metrics["engine_runs"]
 engine_idle_closes = _metrics["engine_idle_closes"]
 webhook_deliveries = _metrics["webhook_deliveries"]
+
+
+def count_http_budget_refusal(sender: object, budget: str, **_kwargs: object) -> None:
+    """``threads_app.signals.budget_refused``: an API request a budget refused."""
+    budget_refusals.labels(budget, HTTP).inc()
 
 
 @dataclass

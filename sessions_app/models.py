@@ -89,3 +89,25 @@ class ServerProcess(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"
+
+
+class ProcessSamples(models.Model):
+    """What one server process last published for the admin's dashboard: its live gauges
+    now and its per-minute samples of the last hour (``sessions_app.dashboard_samples``).
+
+    A table rather than the multiprocess metric files: those exist only with
+    ``PROMETHEUS_MULTIPROC_DIR`` set and only for the processes of one host, while every
+    process, wherever it runs, reaches the database. One small UPDATE per process every
+    ``DASHBOARD_PUBLISH_EVERY`` seconds, from a thread of its own; nothing per turn.
+    """
+
+    address = models.CharField(max_length=200, primary_key=True, help_text="Its mailbox channel.")
+    updated_at = models.DateTimeField()
+    # {"sockets": n, "sessions": n, "running": {kind: n}, "queued": {kind: n}, "engine_runs": n}
+    current = models.JSONField(default=dict)
+    # [{"t": minute start (epoch seconds), "turns": n, "errors": n, "layer_errors": n,
+    #   "first_token": [bucket counts], "task_end": [bucket counts]}], oldest first.
+    minutes = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return self.address

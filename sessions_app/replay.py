@@ -81,6 +81,8 @@ class SessionStream:
             missed = await event_log.since(self.session_id, offset)
             self.recovered = missed.complete
             metrics.replays.labels("true" if missed.complete else "false").inc()
+            metrics.event_log_window.observe(missed.held)
+            metrics.replayed_events.observe(len(missed.events))
             self._missed = missed
             self.delivered = offset if missed.complete else missed.latest
         self.pid = pid if (self.recovered and pid) else secrets.token_urlsafe(12)

@@ -31,6 +31,7 @@ from typing import Any
 from django.conf import settings
 
 from sessions_app import metrics_files
+from sessions_app.dashboard_samples import sample_publisher
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import local_sockets
 from sessions_app.live import live_sessions
@@ -113,6 +114,7 @@ async def shut_down(grace: float) -> None:
         await database_sync_to_async(release_all)(me)
         await database_sync_to_async(release_sends_held_by)(me)
         await database_sync_to_async(heartbeat.unregister)()
+        await database_sync_to_async(sample_publisher.unregister)()
     known_owners.clear()
     metrics_files.process_exited()
     logger.info("shutdown complete")

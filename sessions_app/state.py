@@ -19,8 +19,10 @@ between runs of in-process code; a server never needs to).
 | ``heartbeats`` | the sockets to ping and when | open sockets |
 | ``recovery_loop``, ``expiry_sweeper``, ``idle_run_closer`` | the periodic tasks | one task each |
 | ``graceful_shutdown`` | the SIGTERM drain | one task |
+| ``sample_publisher`` | the dashboard's per-minute samples of this process, and the thread publishing them | an hour of minutes, one thread |
 """
 
+from sessions_app.dashboard_samples import sample_publisher
 from sessions_app.emitter import local_sockets
 from sessions_app.heartbeats import heartbeats
 from sessions_app.lifecycle import expiry_sweeper
@@ -54,6 +56,7 @@ class ProcessState:
         self.idle_run_closer = idle_run_closer
         self.heartbeats = heartbeats
         self.graceful_shutdown = graceful_shutdown
+        self.sample_publisher = sample_publisher
 
     def install(self) -> None:
         """Wire the registries: what the mailbox answers, what starts with it."""
@@ -62,6 +65,7 @@ class ProcessState:
             self.mailbox.register(kind, handler)
         self.mailbox.on_start(self.recovery_loop.start)
         self.mailbox.on_start(self.idle_run_closer.start)
+        self.mailbox.on_start(self.sample_publisher.start)
         self.mailbox.on_start(lambda _address: self.expiry_sweeper.ensure_running())
 
     def reset(self) -> None:
@@ -70,6 +74,7 @@ class ProcessState:
         self.expiry_sweeper.stop()
         self.idle_run_closer.stop()
         self.heartbeat.stop()
+        self.sample_publisher.stop()
         self.mailbox.reset()
         for registry in (
             self.local_sockets,

@@ -53,6 +53,8 @@ settings.PASSWORD_HASHERS = [FAST_HASHER]
 settings.RECOVERY_EVERY = 0
 # Nor does it close idle engine runs on a timer (tests call BoxPool.close_idle themselves).
 settings.ENGINE_IDLE_TIMEOUT = 0
+# Nor publish dashboard samples (the servers do; the dashboard's tests read theirs).
+settings.DASHBOARD_PUBLISH_EVERY = 0
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 
 from threads_app.recent_refusals import credential, recent_refusals
+from threads_app.signals import budget_refused
 from threads_app.token_bucket import Rate, TokenBucket
 
 
@@ -104,9 +105,12 @@ class BudgetThrottle(BaseThrottle):
         if user is None or not user.is_authenticated:
             return True
         self._wait = self.budget.take(user.pk)
-        if self._wait is not None and self.refuses_whole_route:
+        if self._wait is None:
+            return True
+        budget_refused.send(sender=type(self), budget=self.budget.name)
+        if self.refuses_whole_route:
             self._remember(request, self._wait)
-        return self._wait is None
+        return False
 
     @staticmethod
     def _remember(request: Any, wait: float) -> None:

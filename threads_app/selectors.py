@@ -727,3 +727,14 @@ def accepted_exists(thread_id: uuid.UUID, message_id: uuid.UUID) -> bool:
 
 def box_by_id(box_id: uuid.UUID) -> Box | None:
     return Box.objects.filter(pk=box_id).first()
+
+
+def recent_failed_sends(since: datetime, limit: int) -> list[AcceptedMessage]:
+    """Sends accepted after ``since`` that failed, or whose turn ended in an error, newest
+    first: the admin dashboard's list (operators only; not owner-scoped)."""
+    failed = Q(state=AcceptedMessage.State.FAILED) | Q(outcome=AcceptedMessage.Outcome.ERROR)
+    return list(
+        AcceptedMessage.objects.filter(failed, accepted_at__gte=since)
+        .only("id", "thread_id", "text", "state", "outcome", "failure", "accepted_at", "source")
+        .order_by("-accepted_at")[:limit]
+    )

@@ -41,6 +41,7 @@ from sessions_app.runtime.messages import (
     UnknownMessage,
 )
 from sessions_app.runtime.phases import Phase, is_busy
+from sessions_app.runtime.queued_turns import QueuedTurns
 from threads_app.fencing import Fence, Fenced
 from threads_app.step_budgets import StreamAllowance
 from threads_app.wire import live_user_step
@@ -76,7 +77,7 @@ class ChatSession(Conversation):
         self._on_fenced = on_fenced
         self.fenced = False
         fence_checks.note_taken(fence)
-        self.queue: list[UserTurn] = []
+        self.queue = QueuedTurns()
         self.dropped: list[uuid.UUID] = []  # accepted ids stop() cleared from the queue
         self._was_busy = False
         self._stop_requested = False

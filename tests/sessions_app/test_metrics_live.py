@@ -8,10 +8,12 @@ import asyncio
 import json
 import uuid
 
+import aiohttp
 import pytest
 
-from tests.support.client import ChatClient, user_cookie
+from tests.support.client import ChatClient, api_token, user_cookie
 from tests.support.metrics import Scrape, scrape
+from tests.support.offset_client import OffsetClient
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -212,3 +214,101 @@ async def test_two_processes_report_together_and_a_stopped_one_leaves(server_fac
         raise AssertionError((killed, scrape(first.url).text)) from None
     assert str(first.process.pid) in pids()
     await clients[0].disconnect()
+
+
+async def test_engine_sends_waiting_behind_a_turn_are_counted_queued(server_factory, make_user, tmp_path):
+    """``tether_turns_queued{kind="engine"}``: the sends a ChatSession holds behind its turn
+    in flight, and none once the queue drained into the next turn."""
+    server = server_factory.start(CHAT_APP="sessions_app.default_app", ECHO_STATE_DIR=str(tmp_path / "echo"))
+    client = ChatClient(server.url, await user_cookie(server.url, make_user()))
+    await client.start()
+    try:
+        answer = await client.send("!slow 0.4\none two three four five six seven eight")
+        assert "error" not in answer, answer
+        await client.wait_for(lambda c: any(n == "stream_start" for n, _ in c.events))
+        for text in ("queued one", "queued two"):
+            queued = await client.send(text)
+            assert queued.get("queued") is True, queued
+        during = await scraped(server.url)
+        assert during.value("tether_turns_queued", kind="engine") == 2, during.text
+        assert during.value("tether_turns_running", kind="engine") == 1, during.text
+        await client.wait_for(lambda c: any("queued two" in r for r in c.replies()), timeout=30)
+        await wait_until(
+            lambda: scrape(server.url).value("tether_turns_running", kind="engine") == 0, timeout=10
+        )
+        after = await scraped(server.url)
+    finally:
+        await client.disconnect()
+    assert after.value("tether_turns_queued", kind="engine") == 0, after.text
+    # The two queued sends were merged into one turn after the first.
+    assert after.value("tether_turns_total", kind="engine", outcome="replied") == 2, after.text
+
+
+async def test_api_requests_a_budget_refuses_are_counted(server_factory, make_user):
+    """``tether_budget_refusals_total{via="http"}``: a search over the budget (DRF's throttle)
+    and a send's repeat the ASGI gate answers before Django, beside the socket's refusals."""
+    server = server_factory.start(SEARCHES_THROTTLE_RATE="2/min", SEND_THROTTLE_RATE="1/min")
+    user = make_user()
+    cookie = await user_cookie(server.url, user)
+    token = await api_token(user)
+    statuses = []
+    async with aiohttp.ClientSession() as http:
+        for _ in range(3):
+            async with http.get(f"{server.url}/api/threads/?search=word", headers={"Cookie": cookie}) as r:
+                statuses.append(r.status)
+        for number in range(3):
+            body = {"message": f"send {number}", "threadId": str(uuid.uuid4())}
+            async with http.post(
+                f"{server.url}/api/chat/send", json=body, headers={"Authorization": f"Token {token}"}
+            ) as r:
+                statuses.append(r.status)
+    assert statuses[:3] == [200, 200, 429] and statuses[4:] == [429, 429], statuses
+    counted = await scraped(server.url)
+    assert counted.value("tether_budget_refusals_total", budget="searches", via="http") == 1, counted.text
+    # The first refused send went through DRF, its repeat was answered by the gate.
+    assert counted.value("tether_budget_refusals_total", budget="sends", via="http") == 1, counted.text
+    assert counted.value("tether_budget_refusals_total", budget="repeat", via="http") == 1, counted.text
+    assert counted.value("tether_budget_refusals_total", via="socket") == 0, counted.text
+
+
+async def test_a_replay_counts_the_window_it_read_and_the_events_it_sent(server_factory, make_user):
+    """``tether_event_log_window_events`` and ``tether_replayed_events``: a reconnect that
+    asks for what came after an earlier offset is sent those events, from a window that
+    held all of the session's."""
+    server = server_factory.start()
+    client = OffsetClient(server.url, await user_cookie(server.url, make_user()))
+    await client.connect()
+    await client.wait(lambda: any(event == "task_end" for event, _data, _offset in client.events))
+    answer = await client.send("stream 5")
+    assert "error" not in answer, answer
+    await client.wait(lambda: sum(1 for event, _d, _o in client.events if event == "task_end") >= 2)
+    await client.close()
+    latest = int(client.offset or 0)
+    assert latest > 5, client.events
+    before = await scraped(server.url)
+    client.offset = str(latest - 3)  # as if the last three events never arrived
+    seen = len(client.events)
+    await client.connect()
+    try:
+        assert client.recoveries[-1]["recovered"] is True, client.recoveries
+        # What the server sends from the window: everything after the offset the client
+        # gave (the session is idle: nothing comes live meanwhile).
+        await client.wait(lambda: any(o == latest for _e, _d, o in client.events[seen:]))
+        await asyncio.sleep(0.5)
+        replayed = [o for _e, _d, o in client.events[seen:] if o is not None]
+        after = await scraped(server.url)
+    finally:
+        await client.close()
+
+    def moved(name: str) -> float:
+        return after.value(name) - before.value(name)
+
+    # The window held every event of the session (1 to its newest, well under its size);
+    # the replay sent those after the offset given: at least the three, and the client got
+    # them (and maybe live ones after).
+    sent = moved("tether_replayed_events_sum")
+    assert moved("tether_replayed_events_count") == 1, after.text
+    assert 3 <= sent <= len(replayed), (latest, sent, replayed)
+    assert replayed[: int(sent)] == list(range(latest - 2, latest - 2 + int(sent))), (latest, sent, replayed)
+    assert moved("tether_event_log_window_events_count") == 1, after.text
+    assert moved("tether_event_log_window_events_sum") == latest - 3 + sent, (latest, sent, after.text)
