@@ -1,6 +1,6 @@
 """CORS on Chainlit's paths (``chainlit_frontend.cors``), through Tether's whole HTTP stack
-(``chatproject.asgi.http_app``: the CORS layer, the budgets, the body limits, Django or the
-long-polling endpoint), in process: a trusted other origin (``CSRF_TRUSTED_ORIGINS``, exact or
+(``chatproject.asgi.http_app``: the CORS layer, the budgets, the body limits, Django), in
+process, and the socket's long-polling on a live server: a trusted other origin (``CSRF_TRUSTED_ORIGINS``, exact or
 ``https://*.`` subdomains) may read the answers and gets its preflights answered; any other
 origin, ``null``, the site's own origin and every path outside the prefix get no CORS header,
 and the app's own ``Access-Control-*`` headers are never sent twice."""
@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+import aiohttp
 import pytest
 from django.conf import settings
 
@@ -147,16 +148,35 @@ async def test_paths_outside_the_prefix_get_no_cors_header(path):
     assert cors_headers(preflight) == {}, (path, preflight)
 
 
-async def test_the_sockets_long_polling_under_the_prefix_answers_a_trusted_origin():
+@pytest.fixture(scope="module")
+def trusting_server(server_factory):
+    """A live server (daphne) trusting ``TRUSTED``: the socket's long-polling opens a session
+    that lives on in its process."""
+    return server_factory.start(CSRF_TRUSTED_ORIGINS=TRUSTED)
+
+
+async def test_the_sockets_long_polling_under_the_prefix_answers_a_trusted_origin(trusting_server):
     """The copilot's socket starts with long-polling, an XHR with credentials across origins."""
-    status, headers, body = await request(
-        "GET", f"{PREFIX}/ws/socket.io/", TRUSTED, query="EIO=4&transport=polling"
-    )
-    assert status == 200 and body.startswith(b"0{"), (status, body[:200])
-    assert headers.get("access-control-allow-origin") == [TRUSTED], headers
-    assert headers.get("access-control-allow-credentials") == ["true"], headers
-    _, other, _ = await request("GET", "/ws/socket.io/", TRUSTED, query="EIO=4&transport=polling")
-    assert cors_headers(other) == {}, other  # Tether's own socket path is not Chainlit's
+    query = "?EIO=4&transport=polling"
+    async with aiohttp.ClientSession() as http:
+        for origin, path, status, allowed in [
+            (TRUSTED, f"{PREFIX}/ws/socket.io/", 200, [TRUSTED]),
+            # Another origin: no header, and the handshake itself is refused by its Origin.
+            ("http://evil.test", f"{PREFIX}/ws/socket.io/", 403, None),
+            (TRUSTED, "/ws/socket.io/", 200, None),  # Tether's own socket path is not Chainlit's
+        ]:
+            async with http.get(trusting_server.url + path + query, headers={"Origin": origin}) as response:
+                body = await response.read()
+                opened = body.startswith(b"0{")
+                assert (response.status, opened) == (status, status == 200), (
+                    path,
+                    response.status,
+                    body[:200],
+                )
+                got = response.headers.getall("Access-Control-Allow-Origin", None)
+                assert got == allowed, (origin, path, dict(response.headers))
+                if allowed:
+                    assert response.headers.get("Access-Control-Allow-Credentials") == "true"
 
 
 async def test_a_plain_options_request_is_not_a_preflight():
