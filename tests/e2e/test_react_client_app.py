@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from django.conf import settings
 from playwright.async_api import Browser, Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from tests.e2e.test_web_ui import DESKTOP, SCREENSHOTS
 from tests.support.react_client_build import react_client_app_dir
@@ -117,7 +118,10 @@ async def test_a_react_client_app_streams_reloads_and_resumes(tab, app_server, a
     await page.click("#sign-in-button")
     await tab.wait_connected()
     # The client's defaults: long-polling first, then the upgrade.
-    await page.wait_for_function("window.__transports.includes('websocket')", timeout=TIMEOUT_MS)
+    try:
+        await page.wait_for_function("window.__transports.includes('websocket')", timeout=TIMEOUT_MS)
+    except PlaywrightTimeout as timeout:
+        raise AssertionError(f"no upgrade to WebSocket\n{await tab.evidence()}") from timeout
     assert await page.evaluate("window.__transports") == ["polling", "websocket"], await tab.evidence()
 
     await tab.send(text)

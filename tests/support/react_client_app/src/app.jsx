@@ -56,8 +56,16 @@ function watch(socket) {
   socket.onAnyOutgoing(outgoing);
   const engineOpened = () => {
     const engine = socket.io.engine;
+    const note = (what) => window.__events.push(`~ ${new Date().toISOString()} engine ${what}`);
     window.__transports.push(engine.transport.name);
-    engine.on("upgrade", (transport) => window.__transports.push(transport.name));
+    note(`open ${engine.transport.name} sid=${engine.id}`);
+    engine.on("upgrading", (transport) => note(`upgrading ${transport.name}`));
+    engine.on("upgrade", (transport) => {
+      window.__transports.push(transport.name);
+      note(`upgrade ${transport.name}`);
+    });
+    engine.on("upgradeError", (e) => note(`upgradeError ${e?.message ?? e}`));
+    engine.on("close", (reason, description) => note(`close ${reason} ${description?.message ?? ""}`));
   };
   if (socket.io.engine) engineOpened();
   else socket.io.on("open", engineOpened);
