@@ -86,6 +86,9 @@ class PollingSession:
         self.upgraded = False
         self.polling = False  # a GET is waiting
         self.link: WebsocketLink | None = None  # an upgrade probing, then the transport
+        # The upgrade's probe was answered: the client is pausing its polling, and the GET it
+        # may still have on the way must not wait (the probe's wakeup may have come before it).
+        self.probed = False
         self._disconnect_played = False
         self.consumer_task: asyncio.Task[None] | None = None
         self.channel_task: asyncio.Task[None] | None = None  # ``forwarding.serve``
@@ -207,7 +210,7 @@ class PollingSession:
             return BAD_REQUEST
         self.polling = True
         try:
-            if not self.outgoing and not self.closed:
+            if not self.outgoing and not self.closed and not self.probed:
                 self.wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.wakeup.wait(), settings.SOCKETIO_PING_INTERVAL)
@@ -256,7 +259,10 @@ class PollingSession:
             self.inbox.put_nowait({"type": "websocket.receive", "text": text})
         elif text == "2probe":
             await link.send("3probe")
-            self.wakeup.set()  # a waiting GET answers (a noop) so the client can pause polling
+            # A waiting GET answers (a noop) so the client can pause polling, and so does one
+            # still on its way (python-engineio queues a noop for it).
+            self.probed = True
+            self.wakeup.set()
         elif text == "5":
             # Everything not yet polled goes to the WebSocket first, in order.
             while self.outgoing:
@@ -267,6 +273,7 @@ class PollingSession:
             self.wakeup.set()
         else:
             self.link = None
+            self.probed = False
             await link.close(CLOSE_ABNORMAL)
 
     async def websocket_gone(self, link: WebsocketLink) -> None:
@@ -275,6 +282,7 @@ class PollingSession:
         if link is not self.link:
             return
         self.link = None
+        self.probed = False  # a probe that went nowhere: polling goes on as before
         if self.upgraded and not self.closed:
             self.closed = True
             self._play_disconnect(1000)

@@ -118,6 +118,32 @@ async def test_a_foreign_origin_is_refused(server, make_user):
             assert response.status == 200, await response.text()
 
 
+async def test_a_get_that_arrives_after_the_probe_is_not_held(server, make_user):
+    """socket.io-client pauses polling on ``3probe`` and waits for its GET in flight; when that
+    GET reaches the server only after the probe, it gets a noop at once, not a ping interval
+    later (which held the upgrade for up to 25 s)."""
+    cookie = await user_cookie(server.url, make_user())
+    async with PollingClient([server.url], cookie) as poll, aiohttp.ClientSession() as http:
+        await poll.connect_namespace({"sessionId": str(uuid.uuid4())})
+        await poll.drain()
+        url = f"{server.url}/ws/socket.io/?EIO=4&transport=websocket&sid={poll.sid}"
+        async with http.ws_connect(url, headers={"Cookie": cookie}) as ws:
+            await ws.send_str("2probe")
+            message = await asyncio.wait_for(ws.receive(), 10)
+            assert message.data == "3probe", message
+            started = asyncio.get_running_loop().time()
+            status, body = await asyncio.wait_for(poll.get_raw(), 30)
+            held = asyncio.get_running_loop().time() - started
+            assert (status, body, held < 2) == (200, "6", True), (status, body, f"held {held:.1f} s")
+            await ws.send_str("5")
+            await ws.send_str('42["connection_successful"]')
+            frames: list[str] = []
+            while not any(f.startswith('42["task_end"') for f in frames):  # the session goes on
+                frames.append((await asyncio.wait_for(ws.receive(), 10)).data)
+        status, _ = await poll.get_raw()
+        assert status == 400  # upgraded: no longer polled
+
+
 async def test_a_second_concurrent_get_closes_the_session(fast_server, make_user):
     cookie = await user_cookie(fast_server.url, make_user())
     session_id = str(uuid.uuid4())
