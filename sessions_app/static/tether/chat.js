@@ -139,6 +139,7 @@ const editor = new MessageEditor({
       else socket.timeout(10000).emit("edit_message", { message: { id, output: text } }, (err, answer) => (err ? reject(err) : resolve(answer)));
     }),
   onError: (text) => notify(text),
+  onSaved: () => dom.input.focus(),
 });
 
 // A thread opens with its newest this many steps; older ones are read as the user scrolls up.
