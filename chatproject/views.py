@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from chatproject.csp import CHAT_PAGE_CSP
-from sessions_app.lifecycle import can_edit_messages
+from sessions_app.chat.hooks import can_edit_messages
 from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
 

@@ -29,7 +29,7 @@ from media_app import elements as element_service
 from media_app import services as media_services
 from media_app.images import ImageRejected
 from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, metrics, records
-from sessions_app.chat.hooks import load_app
+from sessions_app.chat.hooks import can_edit_messages, load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
 from sessions_app.live import LiveSession, entry_of, live_sessions
@@ -352,12 +352,6 @@ EDIT_REFUSED_FOR_ENGINES = (
     "this app cannot edit a sent message: its engine remembers the conversation itself "
     "and cannot forget what followed the message"
 )
-
-
-def can_edit_messages() -> bool:
-    """Whether this app's chats offer editing a sent message (the page asks, to show "Edit")."""
-    hooks = load_app()
-    return not hooks.engine_runtime and hooks.on_message is not None
 
 
 async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
