@@ -29,7 +29,7 @@ from rest_framework.views import APIView
 from chainlit_compat.origin_check import CHAINLIT_AUTHENTICATION, NOT_IN_SCHEMA
 from media_app import files
 from sessions_app import app_settings
-from sessions_app.chat.hooks import load_app
+from sessions_app.chat.hooks import can_edit_messages, load_app
 
 # A BCP 47 tag as Chainlit accepts it (``en``, ``en-US``, ``zh-Hant-TW``): never a path.
 LANGUAGE = re.compile(r"^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,4})?(-[a-zA-Z0-9]{2,8})?$")
@@ -86,7 +86,7 @@ def features() -> dict[str, Any]:
         "assistant_message_autoscroll": True,
         "unsafe_allow_html": False,
         "auto_tag_thread": True,
-        "edit_message": False,
+        "edit_message": can_edit_messages(),  # Chainlit's frontend offers "Edit" where this holds
         "allow_thread_sharing": False,
         "favorites": False,
     }

@@ -29,12 +29,13 @@ from media_app import elements as element_service
 from media_app import services as media_services
 from media_app.images import ImageRejected
 from sessions_app import app_settings, asks, chat_settings, hook_sends, inputs, limits, metrics, records
-from sessions_app.chat.hooks import load_app
+from sessions_app.chat.hooks import can_edit_messages, load_app
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
 from sessions_app.live import LiveSession, entry_of, live_sessions
 from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
+from sessions_app.thread_bus import publish_on_thread
 from sessions_app.turns import request_remote_stop, turn_running
 from threads_app import services as thread_services
 from threads_app.budgets import SENDS
@@ -44,7 +45,9 @@ from threads_app.selectors import (
     newest_within_context,
     resume_thread_dict,
     thread_owner_and_profile,
+    user_step_of,
 )
+from threads_app.wire import live_user_step
 
 logger = logging.getLogger(__name__)
 
@@ -341,31 +344,52 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         raise BadRequest("this message id was already used for a different message") from None
 
 
+# Why an engine-runtime app refuses edits: its engine (the echo engine's state file, Claude
+# Code's session) keeps its own memory of the conversation, which cannot be made to forget the
+# turns after the edited message; answering the edit there would answer a conversation the
+# user no longer sees (docs/web-client.md, "Editing a sent message").
+EDIT_REFUSED_FOR_ENGINES = (
+    "this app cannot edit a sent message: its engine remembers the conversation itself "
+    "and cannot forget what followed the message"
+)
+
+
 async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
-    """Replace a user message's text, drop what came after it, and answer it again."""
+    """Replace a user message's text, drop what came after it in the transcript (whichever
+    tab or session wrote it), show that in every tab of the thread, and answer it again."""
     message_id, text, _raw = parse_client_message(payload)
+    if not text.strip():
+        raise BadRequest("an edited message needs text")
+    if not can_edit_messages():
+        raise BadRequest(
+            EDIT_REFUSED_FOR_ENGINES if load_app().engine_runtime else "this app answers no messages"
+        )
+    if live.current_task is not None or await turn_running(live.id):
+        raise BadRequest("wait for the reply (or stop it) before editing a message")
+    step = await database_sync_to_async(user_step_of)(live.thread_id, message_id)
+    if step is None or step.get("seq") is None:
+        raise BadRequest("no user message with this id in the thread")
     await live.ensure_context()
-    history = live.chat_context.get()
-    # The client may name the message by the id it chose or by its step's id (the key).
-    ids = {message_id, AcceptedMessage.key(live.thread_id, message_id)}
-    target = next(
-        (m for m in history if isinstance(m, Message) and m.id in ids and m.type == "user_message"), None
-    )
-    if target is None:
-        raise BadRequest("no user message with this id in the session")
+    target = next((m for m in live.chat_context.get() if m.id == step["id"]), None)
+    if not isinstance(target, Message):
+        target = Message.from_step(step)  # older than the context the session keeps
+    removed = await database_sync_to_async(thread_services.delete_steps_after)(live.thread_id, step["seq"])
+    for entry in [m for m in live.chat_context.get() if m.seq is not None and m.seq > step["seq"]]:
+        live.chat_context.remove(entry)
+    for gone in removed:
+        shown = live_user_step(gone)
+        await live.emit("delete_message", shown)
+        await publish_on_thread(live.thread_id, "delete_message", shown, skip_session=live.id)
     token = live.activate()
     try:
-        for later in [
-            m for m in history if target.seq is not None and m.seq is not None and m.seq > target.seq
-        ]:
-            await later.remove()
         target.content = text
         await target.update()
     finally:
         live.deactivate(token)
-    hooks = load_app()
-    if hooks.on_message is not None:
-        live.run_hook(live.answer_again, hooks.on_message, target)
+    await publish_on_thread(live.thread_id, "update_message", target.shown_dict(), skip_session=live.id)
+    on_message = load_app().on_message
+    assert on_message is not None  # can_edit_messages
+    live.run_hook(live.answer_again, on_message, target)
     return {"threadId": str(live.thread_id), "messageId": str(message_id)}
 
 

@@ -43,7 +43,7 @@ from threads_app.transcript_budgets import (
     take_within,
     wire_bytes,
 )
-from threads_app.wire import feedback_to_dict, iso, step_row_to_dict, thread_to_dict
+from threads_app.wire import feedback_to_dict, iso, step_row_to_dict, step_to_dict, thread_to_dict
 from threads_app.wire_columns import IsoTime, UuidText
 
 
@@ -738,3 +738,18 @@ def recent_failed_sends(since: datetime, limit: int) -> list[AcceptedMessage]:
         .only("id", "thread_id", "text", "state", "outcome", "failure", "accepted_at", "source")
         .order_by("-accepted_at")[:limit]
     )
+
+
+def user_step_of(thread_id: uuid.UUID, client_id: uuid.UUID) -> dict[str, Any] | None:
+    """The thread's user step a client names by the id it chose for the send, or by the
+    step's own id (as transcript reads show it); None when the thread has no such message."""
+    step = (
+        Step.objects.filter(
+            thread_id=thread_id,
+            type=StepType.USER_MESSAGE,
+            pk__in=[client_id, AcceptedMessage.key(thread_id, client_id)],
+        )
+        .order_by("seq")
+        .first()
+    )
+    return step_to_dict(step) if step is not None else None

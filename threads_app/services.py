@@ -21,6 +21,7 @@ from threads_app.send_inserts import insert_send
 from threads_app.signals import thread_deleted
 from threads_app.step_appends import append_step
 from threads_app.titles import thread_title
+from threads_app.wire import step_to_dict
 
 THREAD_NAME_MAX = 255
 
@@ -150,6 +151,19 @@ def _write_step(
 
 def delete_step(thread_id: uuid.UUID, step_id: uuid.UUID) -> None:
     Step.objects.filter(pk=step_id, thread_id=thread_id).delete()
+
+
+def delete_steps_after(thread_id: uuid.UUID, seq: int) -> list[dict[str, Any]]:
+    """Delete every step of the thread after ``seq`` (an edited message's later conversation,
+    whichever session wrote it) and answer their StepDicts, oldest first, so each one's
+    removal can be shown."""
+    with transaction.atomic():
+        later = list(
+            Step.objects.select_for_update().filter(thread_id=thread_id, seq__gt=seq).order_by("seq")
+        )
+        removed = [step_to_dict(step) for step in later]
+        Step.objects.filter(pk__in=[step.pk for step in later]).delete()
+    return removed
 
 
 def save_thread_session(

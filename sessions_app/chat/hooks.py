@@ -87,6 +87,14 @@ def load_app(dotted_path: str | None = None) -> Hooks:
     return registry
 
 
+def can_edit_messages() -> bool:
+    """Whether this app's chats take ``edit_message`` (Tether's page and Chainlit's show
+    "Edit" then): a hooks-API app with ``on_message``. Engine-runtime apps refuse edits, as
+    their engines remember the conversation themselves (docs/web-client.md)."""
+    hooks = load_app()
+    return not hooks.engine_runtime and hooks.on_message is not None
+
+
 def _register(name: str, arguments: int | None) -> Callable[[AppFunction], AppFunction]:
     """The decorator that registers the app's hook ``name``, which Tether calls with
     ``arguments`` positional arguments (None: its caller fits them to the function). The

@@ -66,6 +66,7 @@ def test_a_new_chat_page_sets_the_csrf_cookie_and_a_strict_content_security_poli
         "chatProfile": "",
         # The composer attaches what the upload endpoint takes: photos unless configured.
         "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
+        "canEdit": False,  # the default app runs the engine runtime, which refuses edits
     }
     csp = response["Content-Security-Policy"]
     directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
@@ -96,6 +97,7 @@ def test_a_thread_page_resumes_one_of_the_users_threads(client_for, user):
         "threadName": thread.name,
         "chatProfile": "</script>Reverse",
         "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
+        "canEdit": False,  # the default app runs the engine runtime, which refuses edits
     }
     page = response.content.decode()
     assert "<script>alert(1)</script>" not in page  # the name is escaped everywhere

@@ -218,3 +218,34 @@ async def test_an_action_button_runs_its_callback_once(tab, make_user):
     await expect(tab.messages("assistant_message").filter(has_text="Waved 2 times.")).to_have_count(1)
     await tab.shot("action")
     await tab.check_clean()
+
+
+async def test_a_sent_message_is_edited_and_answered_again(tab, make_user):
+    """features.edit_message is on for a hooks-API app with on_message: Chainlit's pencil
+    edits the message, the conversation after it is replaced, and a reload agrees."""
+    await tab.sign_in(make_user())
+    for text in ("first", "second"):
+        await tab.send(text)
+        await expect(tab.messages("assistant_message").last).to_contain_text(f"You said: {text}")
+    first = tab.messages("user_message").first
+    await first.hover()
+    await first.locator(".edit-message").click()
+    await tab.page.fill("#edit-chat-input", "first, edited")
+    await tab.page.click(".confirm-edit")
+    await expect(tab.messages("assistant_message").last).to_contain_text("You said: first, edited")
+    await expect(tab.messages("user_message")).to_have_count(1)
+    await expect(tab.messages("assistant_message").filter(has_text="You said: second")).to_have_count(0)
+    # A new page (Chainlit's stays at its root for a new chat) reopens the thread from the list.
+    await tab.page.reload()
+    thread = tab.page.locator("#thread-history li[id^=thread-]")
+    await expect(thread).to_have_count(1)
+    await thread.click()
+    await expect(tab.page).to_have_url(re.compile(re.escape(PREFIX) + "/thread/"))
+    await expect(tab.messages("user_message")).to_have_count(1)
+    await expect(tab.messages("user_message")).to_contain_text("first, edited")
+    await expect(tab.messages("assistant_message").filter(has_text="You said: first, edited")).to_have_count(
+        1
+    )
+    await expect(tab.messages("assistant_message").filter(has_text="You said: second")).to_have_count(0)
+    await tab.shot("edited")
+    await tab.check_clean()

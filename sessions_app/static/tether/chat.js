@@ -20,6 +20,7 @@ import { el, fillStep, icon, pendingElement, stepElement } from "./render.js";
 import { ChatSettingsPanel } from "./settings.js";
 import { Sidebar } from "./sidebar.js";
 import { ElementViews } from "./elements.js";
+import { MessageEditor } from "./edit.js";
 import { FollowView } from "./follow.js";
 import { MenuButton } from "./menus.js";
 import { OlderSteps } from "./older.js";
@@ -128,6 +129,19 @@ let asks = null; // action buttons and the app's questions (asks.js), made with 
 
 const attached = new ElementViews({ nodeFor: (id) => elements.get(id) });
 
+// "Edit" on the user's messages, for apps that answer an edit (the page's config says).
+const editor = new MessageEditor({
+  enabled: Boolean(config.canEdit),
+  busy: () => state.running,
+  save: (id, text) =>
+    new Promise((resolve, reject) => {
+      if (!socket.connected) reject(new Error(gettext("not connected")));
+      else socket.timeout(10000).emit("edit_message", { message: { id, output: text } }, (err, answer) => (err ? reject(err) : resolve(answer)));
+    }),
+  onError: (text) => notify(text),
+  onSaved: () => dom.input.focus(),
+});
+
 // A thread opens with its newest this many steps; older ones are read as the user scrolls up.
 const PAGE_STEPS = 50;
 const older = new OlderSteps(dom.messages, dom.transcript, {
@@ -148,6 +162,7 @@ function draw(node, step) {
   feedback.decorate(node, step);
   asks?.decorate(node, step);
   attached.decorate(node, step);
+  editor.decorate(node, step);
 }
 
 // --- the transcript on screen -------------------------------------------------------------
@@ -170,6 +185,7 @@ function place(step) {
     feedback.decorate(node, step);
     asks?.decorate(node, step);
     attached.decorate(node, step);
+    editor.decorate(node, step);
     elements.set(step.id, node);
   }
   // A step nested in a step on the page goes into that step's children (steps.js).
@@ -298,6 +314,7 @@ function setRunning(running) {
   state.running = running;
   dom.working.hidden = !running;
   dom.stop.hidden = !running;
+  editor.setBusy(running);
   document.body.dataset.running = String(running);
 }
 
@@ -479,7 +496,7 @@ socket.on("task_end", () => {
   setRunning(false);
   finishStreams();
   // The thread this turn wrote to is now the newest: keep the sidebar's order true.
-  const newest = dom.sidebar.querySelector("#thread-list > li")?.dataset.threadId;
+  const newest = dom.sidebar.querySelector("#thread-list .thread-item")?.dataset.threadId;
   if (state.threadId && newest !== state.threadId && !dom.sidebar.querySelector("#thread-search").value) {
     sidebar.load();
   }
@@ -507,6 +524,12 @@ socket.on("chat_settings", (inputs) => chatSettings.show(inputs));
 socket.on("new_message", (step) => applySteps([step]));
 socket.on("update_message", (step) => applySteps([step]));
 socket.on("delete_message", removeStep);
+// An editor closed (edit.js): the message is drawn again from what the transcript holds.
+dom.transcript.addEventListener("tether:redraw", (event) => {
+  const step = state.transcript.get(event.detail?.id);
+  const node = step && elements.get(step.id);
+  if (node) draw(node, step);
+});
 socket.on("stream_start", (step) => applySteps([{ ...step, streaming: true }]));
 socket.on("stream_token", onToken);
 socket.on("ask", (payload) => {

@@ -1,6 +1,9 @@
-// The sidebar: the user's threads, newest first, with search, rename and delete.
+// The sidebar: the user's threads, newest first, in date groups (date_groups.js), with
+// search, rename and delete. #thread-list holds one <li> per group: its heading and a list of
+// its threads (.thread-item), so a screen reader hears "Today, list, 3 items".
 
 import { confirmInPage } from "./confirm.js";
+import { groupByDate } from "./date_groups.js";
 import { deleteThread, fetchUrl, listThreads, renameThread } from "./api.js";
 import { gettext, interpolate } from "./i18n.js";
 import { el, icon } from "./render.js";
@@ -23,6 +26,7 @@ export class Sidebar {
     this.onDeletedCurrent = onDeletedCurrent;
     this.latest = Promise.resolve(undefined); // the newest read of the list
     this.next = null;
+    this.threads = []; // what the list shows, newest first (the groups are drawn from it)
     this.generation = 0; // answers to an older search are dropped
     let timer = null;
     this.search.addEventListener("input", () => {
@@ -51,7 +55,8 @@ export class Sidebar {
     try {
       const page = await listThreads({ search: this.search.value });
       if (generation !== this.generation) return this.latest;
-      this.list.replaceChildren(...page.results.map((t) => this.item(t)));
+      this.threads = page.results;
+      this.draw();
       this.setNext(page.next);
       return page.results;
     } catch (error) {
@@ -67,24 +72,55 @@ export class Sidebar {
     try {
       const page = await fetchUrl(this.next);
       if (generation !== this.generation) return;
-      const known = new Set([...this.list.children].map((li) => li.dataset.threadId));
-      this.list.append(...page.results.filter((t) => !known.has(t.id)).map((t) => this.item(t)));
+      const known = new Set(this.threads.map((t) => t.id));
+      this.threads = [...this.threads, ...page.results.filter((t) => !known.has(t.id))];
+      this.draw();
       this.setNext(page.next);
     } catch (error) {
       this.onError(interpolate(gettext("Could not load more chats: %(error)s"), { error: error.message }));
     }
   }
 
+  /** The threads' items, under a heading per date group (in the user's time zone). */
+  draw() {
+    // The focus stays on the same control of the same chat when the list is drawn again.
+    const focused = this.list.contains(document.activeElement) ? document.activeElement : null;
+    const focusedId = focused?.closest(".thread-item")?.dataset.threadId;
+    const focusedClass = focused?.classList[focused.classList.length - 1];
+    const groups = groupByDate(this.threads, new Date(), document.documentElement.lang || undefined);
+    this.list.replaceChildren(
+      ...groups.map((group) => {
+        const section = el("li", "thread-group");
+        section.dataset.group = group.key;
+        const heading = el("h2", "thread-group-title", group.label);
+        heading.id = `thread-group-${group.key}`;
+        const list = el("ul", "thread-group-items");
+        list.setAttribute("aria-labelledby", heading.id);
+        list.append(...group.threads.map((t) => this.item(t)));
+        section.append(heading, list);
+        return section;
+      }),
+    );
+    if (focusedId) {
+      const item = [...this.items()].find((li) => li.dataset.threadId === focusedId);
+      (item?.querySelector(`.${focusedClass}`) ?? item?.querySelector("a"))?.focus();
+    }
+  }
+
+  items() {
+    return this.list.querySelectorAll(".thread-item");
+  }
+
   setNext(next) {
     this.next = next;
     this.more.hidden = !next;
-    this.empty.hidden = this.list.children.length > 0;
+    this.empty.hidden = this.items().length > 0;
     this.empty.textContent = this.search.value.trim() ? gettext("No chats match.") : gettext("No chats yet.");
   }
 
   setCurrent(id) {
     this.currentId = id;
-    for (const li of this.list.children) {
+    for (const li of this.items()) {
       const link = li.querySelector("a");
       if (li.dataset.threadId === id) link?.setAttribute("aria-current", "page");
       else link?.removeAttribute("aria-current");
@@ -137,6 +173,7 @@ export class Sidebar {
       if (save && name && name !== thread.name) {
         try {
           const updated = await renameThread(thread.id, name);
+          this.threads = this.threads.map((t) => (t.id === updated.id ? updated : t));
           const fresh = this.item(updated);
           li.replaceWith(fresh);
           fresh.querySelector(".rename").focus();
@@ -172,9 +209,14 @@ export class Sidebar {
       this.onError(interpolate(gettext("Could not delete the chat: %(error)s"), { error: error.message }));
       return;
     }
-    const next = li.nextElementSibling ?? li.previousElementSibling;
+    const all = [...this.items()];
+    const at = all.indexOf(li);
+    const next = all[at + 1] ?? all[at - 1];
+    this.threads = this.threads.filter((t) => t.id !== thread.id);
+    const group = li.closest(".thread-group");
     li.remove();
-    this.empty.hidden = this.list.children.length > 0;
+    if (group && !group.querySelector(".thread-item")) group.remove(); // no empty heading
+    this.empty.hidden = this.items().length > 0;
     if (thread.id === this.currentId) this.onDeletedCurrent();
     else (next?.querySelector("a") ?? this.search).focus();
   }

@@ -1,0 +1,154 @@
+"""Editing a sent message (``edit_message``, Chainlit's payload ``{message: {id, output}}``)
+over a real daphne and python-socketio clients, for both kinds of app.
+
+Hooks-API apps: the message is rewritten, every later step of the thread goes (whichever tab
+wrote it), every tab is told (``delete_message`` / ``update_message`` on the thread's bus),
+``on_message`` answers the edited text with a chat context that has forgotten the rest, and a
+reload shows the edited conversation. Engine-runtime apps refuse: their engine remembers the
+conversation itself and could not forget what followed.
+"""
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from sessions_app.lifecycle import EDIT_REFUSED_FOR_ENGINES
+from tests.support.client import signed_in
+from threads_app.models import Step
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+
+async def outputs(thread_id: str) -> list[str]:
+    return [s.output async for s in Step.objects.filter(thread_id=thread_id).order_by("seq")]
+
+
+async def resumed_outputs(server: Any, user: Any, thread_id: str) -> list[str]:
+    """What a reload (a new tab resuming the thread) shows."""
+    tab = await signed_in(server, user)
+    await tab.start(thread_id=thread_id)
+    (thread,) = await tab.wait_event("resume_thread", timeout=30)
+    await tab.disconnect()
+    return [s["output"] for s in thread["steps"]]
+
+
+async def test_an_edit_replaces_the_rest_of_the_thread_in_every_tab_and_after_a_reload(server, make_user):
+    user = make_user()
+    sender = await signed_in(server, user)
+    await sender.start()
+    await sender.wait_text("greeting")
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    thread_id = (await sender.send("first", first))["threadId"]
+    await sender.wait_text("echo: first")
+    await sender.send("second", second)
+    await sender.wait_text("echo: second")
+    # Another tab of the thread writes to it too: its turn's steps go with the edit as well.
+    other = await signed_in(server, user)
+    await other.start(thread_id=thread_id)
+    await other.wait_event("resume_thread", timeout=30)
+    third = str(uuid.uuid4())
+    assert "error" not in await other.send("third", third)
+    await other.wait_text("echo: third")
+    assert await outputs(thread_id) == [
+        "greeting",
+        "first",
+        "echo: first",
+        "second",
+        "echo: second",
+        "welcome back",  # the lifecycle app's on_chat_resume, for the other tab
+        "third",
+        "echo: third",
+    ]
+
+    sender.events.clear()
+    other.events.clear()
+    # The edited text is ``ctx``: the answer lists the chat context on_message sees.
+    edited = await sender.call("edit_message", {"message": {"id": first, "output": "ctx"}})
+    assert edited == {"threadId": thread_id, "messageId": first}, edited
+    await sender.wait_for(lambda c: any(t.startswith('{"len"') for t in c.texts()), 30)
+    context = json.loads(next(t for t in sender.texts() if t.startswith('{"len"')))
+    assert context["len"] == 2, context  # the greeting and the edited message: nothing that followed it
+
+    later = {"echo: first", "second", "echo: second", "welcome back", "third", "echo: third"}
+    removed = {m["output"] for m in sender.named("delete_message")}
+    assert removed == later, sender.named("delete_message")
+    # The other tab hears the same removals and the rewritten message on the thread's bus.
+    await other.wait_for(lambda c: len(c.named("delete_message")) == len(later), 30)
+    assert {m["output"] for m in other.named("delete_message")} == later, other.named("delete_message")
+    # User messages are named by the id their client chose (what Chainlit's client holds).
+    removed_users = {m["id"] for m in other.named("delete_message") if m["type"] == "user_message"}
+    assert removed_users == {second, third}, other.named("delete_message")
+    await other.wait_for(lambda c: any(m["id"] == first for m in c.named("update_message")), 30)
+    (rewritten,) = [m for m in other.named("update_message") if m["id"] == first]
+    assert rewritten["output"] == "ctx", rewritten
+
+    kept = await outputs(thread_id)
+    assert kept[:2] == ["greeting", "ctx"] and len(kept) == 3 and kept[2].startswith('{"len"'), kept
+    assert await resumed_outputs(server, user, thread_id) == kept
+    for tab in (sender, other):
+        assert "error" not in [name for name, _ in tab.events], tab.events
+        await tab.disconnect()
+
+
+async def test_an_edit_names_a_message_of_this_thread_only(server, make_user):
+    owner, stranger = make_user(), make_user()
+    mine = await signed_in(server, owner)
+    await mine.start()
+    own_id = str(uuid.uuid4())
+    thread_id = (await mine.send("mine", own_id))["threadId"]
+    await mine.wait_text("echo: mine")
+    theirs = await signed_in(server, stranger)
+    await theirs.start()
+    await theirs.send("theirs")
+    await theirs.wait_text("echo: theirs")
+
+    # Another user's message id, an unknown id, the assistant's reply, and empty text.
+    foreign = await theirs.call("edit_message", {"message": {"id": own_id, "output": "hijacked"}})
+    assert foreign == {"error": "no user message with this id in the thread"}, foreign
+    unknown = await mine.call("edit_message", {"message": {"id": str(uuid.uuid4()), "output": "x"}})
+    assert unknown == {"error": "no user message with this id in the thread"}, unknown
+    reply_id = next(m["id"] for m in mine.named("new_message") if m["output"] == "echo: mine")
+    not_users = await mine.call("edit_message", {"message": {"id": reply_id, "output": "x"}})
+    assert not_users == {"error": "no user message with this id in the thread"}, not_users
+    empty = await mine.call("edit_message", {"message": {"id": own_id, "output": "   "}})
+    assert empty == {"error": "an edited message needs text"}, empty
+    assert await outputs(thread_id) == ["greeting", "mine", "echo: mine"]
+    await mine.disconnect()
+    await theirs.disconnect()
+
+
+async def test_an_edit_waits_for_the_reply_in_progress(server, make_user):
+    client = await signed_in(server, make_user())
+    await client.start()
+    first = str(uuid.uuid4())
+    thread_id = (await client.send("first", first))["threadId"]
+    await client.wait_text("echo: first")
+    await client.send("sleep 2")
+    await client.wait_event("task_start", count=2, timeout=30)
+    busy = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
+    assert busy == {"error": "wait for the reply (or stop it) before editing a message"}, busy
+    await client.wait_text("slept", timeout=30)
+    assert (await outputs(thread_id))[1:] == ["first", "echo: first", "sleep 2", "slept"]
+    await client.disconnect()
+
+
+async def test_an_engine_runtime_app_refuses_an_edit_and_keeps_its_transcript(engine_server, make_user):
+    user = make_user()
+    client = await signed_in(engine_server, user)
+    await client.start()
+    first = str(uuid.uuid4())
+    thread_id = (await client.send("hello", first))["threadId"]
+    await client.wait_for(lambda c: any("hello" in r for r in c.replies()), 30)
+    before = await outputs(thread_id)
+    refused = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
+    assert refused == {"error": EDIT_REFUSED_FOR_ENGINES}, refused
+    # Chainlit's client asks for no ack: it is told with a toast.
+    await client.emit("edit_message", {"message": {"id": first, "output": "edited"}})
+    (toast,) = await client.wait_event("toast", timeout=30)
+    assert toast == {"message": EDIT_REFUSED_FOR_ENGINES, "type": "error"}, toast
+    assert await outputs(thread_id) == before
+    assert not client.named("delete_message"), client.named("delete_message")
+    assert await resumed_outputs(engine_server, user, thread_id) == before
+    await client.disconnect()
