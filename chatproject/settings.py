@@ -413,6 +413,18 @@ METRICS_ALLOWED_NETWORKS = [
     for n in os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.1/32,::1/128").split(",")
     if n.strip()
 ]
+# OpenTelemetry traces (chatproject.tracing): off unless OTEL_ENABLED; then the Django, psycopg
+# and Redis instrumentations and Tether's own spans (socket event, mailbox, turn, reply), sent by
+# OTEL_TRACES_EXPORTER: otlp (OTEL_EXPORTER_OTLP_* as the standard says), console, file (JSON
+# lines appended to OTEL_TRACES_FILE) or none.
+TRACING_ENABLED = _env_bool("OTEL_ENABLED", False)
+TRACING_EXPORTER = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
+if TRACING_EXPORTER not in ("otlp", "console", "file", "none"):
+    raise ImproperlyConfigured(
+        f"OTEL_TRACES_EXPORTER must be otlp, console, file or none, not {TRACING_EXPORTER!r}"
+    )
+TRACING_FILE = os.environ.get("OTEL_TRACES_FILE", "")
+TRACING_SERVICE_NAME = os.environ.get("OTEL_SERVICE_NAME", "tether").strip() or "tether"
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)
