@@ -18,6 +18,7 @@ Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by th
 """
 
 import contextlib
+import os
 from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -74,7 +75,8 @@ def start(exporter: "SpanExporter | None" = None, *, batch: bool = True) -> None
 
     provider = TracerProvider(
         sampler=ParentBased(root=NoStrayClientCalls()),
-        resource=Resource.create({"service.name": settings.TRACING_SERVICE_NAME}),
+        # The pid tells a cluster's processes apart (ServerProcess.pid names them too).
+        resource=Resource.create({"service.name": settings.TRACING_SERVICE_NAME, "process.pid": os.getpid()}),
     )
     exporter = exporter if exporter is not None else configured_exporter()
     if exporter is not None:

@@ -78,6 +78,7 @@ def span_record(span: ReadableSpan) -> dict[str, Any]:
         "end": span.end_time,
         "attributes": dict(span.attributes or {}),
         "service": (span.resource.attributes or {}).get("service.name"),
+        "pid": (span.resource.attributes or {}).get("process.pid"),
     }
 
 

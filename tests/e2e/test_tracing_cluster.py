@@ -1,0 +1,134 @@
+"""A turn forwarded to the thread's owner is one trace across two real processes.
+
+Two daphnes (``tests/support/cluster.py``) with traces on export their spans to one file
+(``OTEL_TRACES_EXPORTER=file``: JSON lines, ``chatproject.tracing_export``), each span with its
+process's pid. A tab's first send makes process A the thread's owner; the tab then reconnects
+through the proxy to process B, whose next send is forwarded to A through the mailbox. The
+spans read back: B's socket event is the root; A serves the mailbox request as its child, runs
+the turn under it, and writes the reply under the turn; both processes' database and Redis
+calls (the official instrumentations) are in that trace.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.test_cluster import has_reply, move_to_the_other_process, socket_pid
+from tests.support.client import ChatClient, user_cookie
+from tests.support.cluster import start_cluster
+from tests.support.waiting import wait_until
+
+pytestmark = [
+    pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def read_spans(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def listing(spans: list[dict[str, Any]]) -> str:
+    return "\n".join(
+        f"pid={s['pid']} {s['name']} {s['kind']} trace={s['trace_id']} span={s['span_id']} parent={s['parent_id']}"
+        for s in spans
+    )
+
+
+def descends_from(span: dict[str, Any], ancestor: dict[str, Any], spans: list[dict[str, Any]]) -> bool:
+    by_id = {s["span_id"]: s for s in spans}
+    current: dict[str, Any] | None = span
+    while current is not None and current["parent_id"] is not None:
+        if current["parent_id"] == ancestor["span_id"]:
+            return True
+        current = by_id.get(current["parent_id"])
+    return False
+
+
+@pytest.fixture
+def traced_cluster(server_factory, private_redis, fault_proxy, tmp_path):
+    spans_file = tmp_path / "spans.jsonl"
+    stage = start_cluster(
+        server_factory,
+        private_redis,
+        fault_proxy,
+        "engine",
+        tmp_path,
+        OTEL_ENABLED="1",
+        OTEL_TRACES_EXPORTER="file",
+        OTEL_TRACES_FILE=str(spans_file),
+        OTEL_BSP_SCHEDULE_DELAY="100",  # the SDK's batch delay, ms: spans land soon
+    )
+    # Both processes' sockets are reachable through the proxy (it picks one per connection).
+    stage.proxy.set_backends([stage.a.port, stage.b.port])
+    yield stage, spans_file
+    stage.a.stop()
+    stage.b.stop()
+
+
+async def test_a_forwarded_turn_is_one_trace_across_the_two_processes(traced_cluster, make_user):
+    cluster, spans_file = traced_cluster
+    tab = ChatClient(cluster.url, await user_cookie(cluster.url, make_user()))
+    try:
+        await tab.start()
+        first = await tab.send("first")
+        await tab.wait_for(has_reply("Echo #1: first"), timeout=30)
+        owner = await socket_pid(tab)  # the first send's process runs the thread
+        _old, sender = await move_to_the_other_process(tab)
+        await tab.wait_event("task_end")
+        second = await tab.send("second")
+        assert second["threadId"] == first["threadId"]
+        await tab.wait_for(has_reply("Echo #2: second"), timeout=30)
+    finally:
+        await tab.disconnect()
+    assert owner is not None and sender is not None and owner != sender
+
+    def sent_from_b() -> list[dict[str, Any]]:
+        return [
+            s
+            for s in read_spans(spans_file)
+            if s["name"] == "socket client_message"
+            and s["pid"] == sender
+            and s["attributes"].get("tether.thread") == first["threadId"]
+        ]
+
+    def forwarded_turn_exported() -> bool:
+        sends = sent_from_b()
+        spans = read_spans(spans_file)
+        return bool(sends) and any(
+            s["name"] == "turn"
+            and s["trace_id"] == sends[-1]["trace_id"]
+            and s.get("attributes", {}).get("tether.outcome")
+            for s in spans
+        )
+
+    await wait_until(forwarded_turn_exported, timeout=15)
+    every = read_spans(spans_file)
+    send = sent_from_b()[-1]
+    trace = [s for s in every if s["trace_id"] == send["trace_id"]]
+    evidence = listing(trace)
+    assert send["parent_id"] is None and send["kind"] == "SERVER", evidence
+    [request] = [s for s in trace if s["name"] == "mailbox runtime.submit"] or [None]
+    assert request is not None, evidence
+    assert request["pid"] == owner and request["parent_id"] == send["span_id"], evidence
+    [turn] = [s for s in trace if s["name"] == "turn"] or [None]
+    assert turn is not None, evidence
+    assert turn["pid"] == owner and turn["parent_id"] == request["span_id"], evidence
+    assert turn["attributes"]["tether.outcome"] == "replied", evidence
+    replies = [s for s in trace if s["name"] == "reply"]
+    assert replies and all(r["pid"] == owner and descends_from(r, turn, trace) for r in replies), evidence
+
+    # The instrumentations' calls: the sender's acceptance (its INSERT), the owner's steps.
+    def calls(system: str) -> list[dict[str, Any]]:
+        return [s for s in trace if s["kind"] == "CLIENT" and s["attributes"].get("db.system") == system]
+
+    database, redis_calls = calls("postgresql"), calls("redis")
+    assert any(d["pid"] == sender and d["parent_id"] == send["span_id"] for d in database), evidence
+    assert any(d["pid"] == owner and descends_from(d, turn, trace) for d in database), evidence
+    # Redis: the sender's channel-layer send of the request, the owner's of the turn's events.
+    assert any(r["pid"] == sender for r in redis_calls), evidence
+    assert any(r["pid"] == owner and descends_from(r, turn, trace) for r in redis_calls), evidence
