@@ -112,11 +112,13 @@ async def test_a_forwarded_turn_is_one_trace_across_the_two_processes(traced_clu
     trace = [s for s in every if s["trace_id"] == send["trace_id"]]
     evidence = listing(trace)
     assert send["parent_id"] is None and send["kind"] == "SERVER", evidence
-    [request] = [s for s in trace if s["name"] == "mailbox runtime.submit"] or [None]
-    assert request is not None, evidence
+    requests = [s for s in trace if s["name"] == "mailbox runtime.submit"]
+    assert len(requests) == 1, evidence
+    request = requests[0]
     assert request["pid"] == owner and request["parent_id"] == send["span_id"], evidence
-    [turn] = [s for s in trace if s["name"] == "turn"] or [None]
-    assert turn is not None, evidence
+    turns = [s for s in trace if s["name"] == "turn"]
+    assert len(turns) == 1, evidence
+    turn = turns[0]
     assert turn["pid"] == owner and turn["parent_id"] == request["span_id"], evidence
     assert turn["attributes"]["tether.outcome"] == "replied", evidence
     replies = [s for s in trace if s["name"] == "reply"]
