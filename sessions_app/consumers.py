@@ -311,7 +311,13 @@ class ChatConsumer(SocketIOConsumer):
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly
-        await self.send_event(from_message(message))
+        # In the trace of the work that published it (its ``traceparent``) when traces are on.
+        with (
+            tracing.received(message, "thread_bus deliver", {"tether.event": message["event"]})
+            if tracing.enabled()
+            else tracing.OFF
+        ):
+            await self.send_event(from_message(message))
 
     async def thread_deleted(self, message: dict[str, Any]) -> None:
         """The thread this socket shows was deleted: its turn stops, the session ends, the

@@ -132,6 +132,13 @@ async def test_a_turn_is_one_trace_from_the_socket_event_to_the_reply(
     assert turn.parent is not None and turn.parent.span_id == send.context.span_id, evidence
     assert turn.attributes is not None and turn.attributes["tether.kind"] == kind
     assert turn.attributes["tether.outcome"] == "replied", evidence
+    # The thread's bus carries the trace to the sockets showing the thread (this one too).
+    delivered = [
+        d
+        for d in named(spans, "thread_bus deliver")
+        if d.attributes is not None and d.attributes["tether.event"] == "chat-user-message"
+    ]
+    assert delivered and all(descends_from(d, send, spans) for d in delivered), evidence
     replies = [r for r in named(spans, "reply") if r.context.trace_id == send.context.trace_id]
     assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
     if connection.vendor == "postgresql":
