@@ -19,7 +19,7 @@ Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by th
 
 import contextlib
 import os
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,15 +35,13 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
 
-# The carrier's key in a mailbox request or a bus message (the W3C header's name).
-TRACEPARENT = "traceparent"
-
 OFF: AbstractContextManager[None] = contextlib.nullcontext()
 """The do-nothing context manager every function here returns with tracing off."""
 
 
 class _Tracing:
-    """This process's tracer once ``start`` ran with tracing on (``None`` otherwise)."""
+    """This process's tracer and provider once ``start`` ran with tracing on (``None``
+    otherwise): one owner, emptied by ``stop`` (tests)."""
 
     def __init__(self) -> None:
         self.tracer: Tracer | None = None
@@ -116,12 +114,6 @@ def cursor_class(base: C) -> C:
 
     traced: C = _new_cursor_factory(base_factory=base, tracer_provider=_state.provider)
     return traced
-
-
-def flush() -> None:
-    """Export what is buffered now (a SIGTERM'd process, tests reading the spans)."""
-    if _state.provider is not None:
-        _state.provider.force_flush()
 
 
 def span(
@@ -215,26 +207,12 @@ async def _traced(name: str, attributes: Mapping[str, Any], coro: Coroutine[Any,
         return await coro
 
 
-@contextlib.contextmanager
-def detached() -> Iterator[None]:
-    """No current span for the block: long-lived tasks started in it (a process's loops) do not
-    join the trace of whatever request happened to start them."""
-    if _state.tracer is None:
-        yield
-        return
-    from opentelemetry import context
-
-    token = context.attach(context.Context())
-    try:
-        yield
-    finally:
-        context.detach(token)
-
-
 def _extract(headers: Mapping[str, Any]) -> Any:
+    """The context ``headers`` carry (a ``carrier``, or a message with its keys): the W3C
+    propagator reads ``traceparent`` and ``tracestate`` and ignores the other keys."""
     from opentelemetry.propagate import extract
 
-    return extract({TRACEPARENT: headers[TRACEPARENT]} if TRACEPARENT in headers else {})
+    return extract(headers)
 
 
 def _kind(name: str) -> Any:

@@ -9,22 +9,26 @@ need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still check
 ``tests/e2e/test_tracing_cluster.py`` follows a forwarded turn across two real processes.
 """
 
+import http.server
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
 import redis
 import redis.asyncio
 from django.db import connection, connections
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from chatproject import tracing
+from chatproject.tracing_export import configured_exporter
 from sessions_app.mailbox import Mailbox, mailbox
 from tests.support.client import session_cookie
 from tests.support.wire import InProcessSocket, in_process_socket
@@ -263,3 +267,47 @@ async def test_the_pin_sees_opentelemetry_code_when_traces_are_on(settings, make
         with OpenTelemetryCalls() as seen:
             await one_turn(sock, "second", 2)
     assert seen.calls, "a traced turn ran no OpenTelemetry code in the event loop's thread"
+
+
+# --- the OTLP exporter --------------------------------------------------------------------
+
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    """A stand-in OTLP/HTTP receiver: keeps every request's decoded spans."""
+
+    received: ClassVar[list[tuple[str, str]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                Collector.received.extend((self.path, span.name) for span in scope_spans.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_the_default_exporter_sends_otlp_over_http_where_the_standard_variables_say(settings, monkeypatch):
+    """``OTEL_TRACES_EXPORTER=otlp`` (the default): the SDK's OTLP/HTTP exporter, configured
+    by ``OTEL_EXPORTER_OTLP_ENDPOINT``, delivers the spans to that receiver."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Collector.received.clear()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    settings.TRACING_ENABLED = True
+    assert settings.TRACING_EXPORTER == "otlp"
+    exporter = configured_exporter()
+    assert exporter is not None
+    tracing.start(exporter, batch=False)
+    try:
+        with tracing.span("exported"):
+            pass
+    finally:
+        tracing.stop()
+        server.shutdown()
+    assert Collector.received == [("/v1/traces", "exported")]
