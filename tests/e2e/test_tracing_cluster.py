@@ -6,7 +6,9 @@ process's pid. A tab's first send makes process A the thread's owner; the tab th
 through the proxy to process B, whose next send is forwarded to A through the mailbox. The
 spans read back: B's socket event is the root; A serves the mailbox request as its child, runs
 the turn under it, and writes the reply under the turn; both processes' database and Redis
-calls (the official instrumentations) are in that trace.
+calls (the official instrumentations) are in that trace. A hooks-API turn runs where its
+socket is; what crosses processes is the thread's bus: a second tab on the other process is
+told of the send (``chat-user-message``) in the sender's trace.
 """
 
 import json
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_cluster import has_reply, move_to_the_other_process, socket_pid
-from tests.support.client import ChatClient, user_cookie
+from tests.support.client import ChatClient, signed_in, user_cookie
 from tests.support.cluster import start_cluster
 from tests.support.waiting import wait_until
 
@@ -50,13 +52,16 @@ def descends_from(span: dict[str, Any], ancestor: dict[str, Any], spans: list[di
 
 
 @pytest.fixture
-def traced_cluster(server_factory, private_redis, fault_proxy, tmp_path):
+def traced_cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
+    """Both processes with traces on, exporting to one file; the engine runtime unless the
+    test asks for another kind of app (``indirect`` parametrization)."""
+    kind = getattr(request, "param", "engine")
     spans_file = tmp_path / "spans.jsonl"
     stage = start_cluster(
         server_factory,
         private_redis,
         fault_proxy,
-        "engine",
+        kind,
         tmp_path,
         OTEL_ENABLED="1",
         OTEL_TRACES_EXPORTER="file",
@@ -134,3 +139,59 @@ async def test_a_forwarded_turn_is_one_trace_across_the_two_processes(traced_clu
     # Redis: the sender's channel-layer send of the request, the owner's of the turn's events.
     assert any(r["pid"] == sender for r in redis_calls), evidence
     assert any(r["pid"] == owner and descends_from(r, turn, trace) for r in redis_calls), evidence
+
+
+@pytest.mark.parametrize("traced_cluster", ["hooks"], indirect=True)
+async def test_a_hooks_turn_and_its_bus_delivery_to_the_other_process_are_one_trace(
+    traced_cluster, make_user
+):
+    cluster, spans_file = traced_cluster
+    user = make_user()
+    tab = await signed_in(cluster.a, user)
+    watcher = await signed_in(cluster.b, user)
+    try:
+        await tab.start()
+        first = await tab.send("first")
+        await tab.wait_for(lambda c: any(cluster.replies_to("first")(t) for t in c.texts()), timeout=30)
+        await watcher.start(thread_id=first["threadId"])
+        await watcher.wait_event("resume_thread")
+        await tab.send("second")
+        await tab.wait_for(lambda c: any(cluster.replies_to("second")(t) for t in c.texts()), timeout=30)
+        await watcher.wait_for(lambda c: any(m.get("text") == "second" for m in c.named("chat-user-message")))
+    finally:
+        await tab.disconnect()
+        await watcher.disconnect()
+    sender, receiver = cluster.a.process.pid, cluster.b.process.pid
+
+    def delivered_to_b() -> list[dict[str, Any]]:
+        return [
+            s
+            for s in read_spans(spans_file)
+            if s["name"] == "thread_bus deliver"
+            and s["pid"] == receiver
+            and s["attributes"].get("tether.event") == "chat-user-message"
+        ]
+
+    def exported() -> bool:
+        spans = read_spans(spans_file)
+        return len(delivered_to_b()) >= 1 and any(
+            s["name"] == "turn" and s["attributes"].get("tether.outcome") == "replied" and s["pid"] == sender
+            for s in spans
+        )
+
+    await wait_until(exported, timeout=15)
+    every = read_spans(spans_file)
+    delivery = delivered_to_b()[-1]
+    trace = [s for s in every if s["trace_id"] == delivery["trace_id"]]
+    evidence = listing(trace)
+    sends = [s for s in trace if s["name"] == "socket client_message"]
+    assert len(sends) == 1 and sends[0]["pid"] == sender, evidence
+    send = sends[0]
+    assert descends_from(delivery, send, trace), evidence
+    turns = [s for s in trace if s["name"] == "turn"]
+    assert len(turns) == 1 and turns[0]["pid"] == sender and turns[0]["parent_id"] == send["span_id"], (
+        evidence
+    )
+    assert turns[0]["attributes"]["tether.kind"] == "hooks", evidence
+    database = [s for s in trace if s["attributes"].get("db.system") == "postgresql"]
+    assert any(descends_from(d, turns[0], trace) for d in database), evidence
