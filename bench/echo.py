@@ -753,7 +753,7 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
                 if args.only in (None, "floor"):
                     servers.append(Server("floor", daphne, None, "floor", handshake=False))
             for daphne in daphnes(servers):
-                daphne.wait_ready()
+                daphne.wait_ready(timeout=90)  # several start at once, on a machine maybe busy
             load_before = os.getloadavg()[0]
             comparing = args.guard is not None or args.observability or args.traces
             measure = run_guard if comparing else run_bench

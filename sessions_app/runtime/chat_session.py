@@ -58,6 +58,8 @@ SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it 
 class ChatSession(Conversation):
     # Set once the thread turned out to be another process's (``_lose``).
     fenced = False
+    # The trace span of the turn in flight (chatproject.tracing; None with traces off).
+    _turn_span: "Span | None" = None
 
     def __init__(
         self,
@@ -93,7 +95,6 @@ class ChatSession(Conversation):
         self._allowances: dict[str, StreamAllowance] = {}
         self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
         self._turn_clock: metrics.EngineTurnClock | None = None  # of the turn in flight
-        self._turn_span: Span | None = None  # its trace span (chatproject.tracing; None when off)
         # A graceful shutdown: no new turn starts here; what is queued stays pending in the
         # database for the box's next owner.
         self.draining = False
