@@ -9,6 +9,7 @@ need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still check
 ``tests/e2e/test_tracing_cluster.py`` follows a forwarded turn across two real processes.
 """
 
+import asyncio
 import http.server
 import sys
 import threading
@@ -85,6 +86,14 @@ async def one_turn(sock: InProcessSocket, text: str, ack_id: int) -> dict[str, A
     return answer
 
 
+async def turn_ended(exported: InMemorySpanExporter, timeout: float = 5) -> None:
+    """Wait for the turn's span: a hooks-API turn's ends just after its ``task_end`` goes out."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(s.name == "turn" for s in exported.get_finished_spans()):
+        assert asyncio.get_running_loop().time() < deadline, listing(list(exported.get_finished_spans()))
+        await asyncio.sleep(0.01)
+
+
 def listing(spans: list[ReadableSpan]) -> str:
     """The spans as evidence: name, kind, trace, span, parent."""
     return "\n".join(
@@ -126,6 +135,7 @@ async def test_a_turn_is_one_trace_from_the_socket_event_to_the_reply(
         await one_turn(sock, "first", 1)  # creates the thread
         exported.clear()
         answer = await one_turn(sock, "second", 2)
+        await turn_ended(exported)
     spans = list(exported.get_finished_spans())
     evidence = listing(spans)
     send = one(named(spans, "socket client_message"), spans)

@@ -173,10 +173,13 @@ async def test_a_hooks_turn_and_its_bus_delivery_to_the_other_process_are_one_tr
         ]
 
     def exported() -> bool:
-        spans = read_spans(spans_file)
-        return len(delivered_to_b()) >= 1 and any(
-            s["name"] == "turn" and s["attributes"].get("tether.outcome") == "replied" and s["pid"] == sender
-            for s in spans
+        """The delivery to B and the turn of the same trace (the send's) are both written."""
+        deliveries = delivered_to_b()
+        return bool(deliveries) and any(
+            s["name"] == "turn"
+            and s["trace_id"] == deliveries[-1]["trace_id"]
+            and s["attributes"].get("tether.outcome")
+            for s in read_spans(spans_file)
         )
 
     await wait_until(exported, timeout=15)
