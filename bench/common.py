@@ -274,7 +274,9 @@ class Daphne:
         ready_path: str = "/accounts/login/",
         profile_to: Path | None = None,
         server: str | None = None,
+        cwd: Path = ROOT,
     ) -> None:
+        """``cwd``: the tree whose code it runs (another checkout: ``echo.py --traces REF``)."""
         self.label = label
         # daphne unless ``server`` or SERVER says uvicorn (chatproject.servers); ``args`` are
         # that server's (``websocket_size_args(size, server)``).
@@ -300,7 +302,7 @@ class Daphne:
                 *(args or []),
                 app,
             ],
-            cwd=ROOT,
+            cwd=cwd,
             env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,

@@ -72,19 +72,29 @@ phase on two Tether daphnes, one with ``METRICS_ENABLED=1`` (multiprocess mode) 
 ``LOG_FORMAT=json``, one with ``METRICS_ENABLED=0`` and text logs, their order alternating; per
 round each one's daphne CPU per message, and the median of the per-round ratios (on / off).
 
+``--traces REF`` measures what traces cost (``chatproject.tracing``): ``--rounds`` rounds of
+the B phase on three Tether daphnes, their order alternating: ``off`` (this tree, traces off:
+the default), ``plain`` (the code of git revision ``REF``, a tree without the traces, checked
+out for the run into a temporary worktree) and ``on`` (this tree, ``OTEL_ENABLED=1``, every span
+exported to a file); per round each one's daphne CPU per message, and the medians of the
+per-round ratios off / plain (what the feature costs when off) and on / off.
+
 ``--profile`` runs the Tether daphne under cProfile and prints where its time went (the
 event loop's thread only; the database calls run on threads of their own).
 """
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +115,12 @@ SCALING_BAR = 1.5  # phase B rate over phase A rate
 OBSERVABILITY = {
     "observed": {"METRICS_ENABLED": "1", "LOG_FORMAT": "json"},
     "plain": {"METRICS_ENABLED": "0", "LOG_FORMAT": "text"},
+}
+# --traces: the three Tethers it compares (``plain`` runs the code of another revision).
+TRACES = {
+    "off": {"OTEL_ENABLED": "0"},
+    "plain": {"OTEL_ENABLED": "0"},
+    "on": {"OTEL_ENABLED": "1", "OTEL_TRACES_EXPORTER": "file"},
 }
 GUARD_EXCEEDED = 3  # exit status of --guard when Tether's CPU per message is over RATIO x the floor's
 
@@ -450,6 +466,48 @@ def observability_cost(phases: list[Phase], args: argparse.Namespace) -> None:
         )
 
 
+@contextlib.contextmanager
+def checked_out(ref: str, path: Path) -> Iterator[Path]:
+    """Git revision ``ref`` checked out at ``path`` for the block (a temporary worktree)."""
+    git = ["git", "-C", str(common.ROOT), "worktree"]
+    subprocess.run([*git, "add", "--detach", str(path), ref], check=True, capture_output=True)
+    try:
+        yield path
+    finally:
+        subprocess.run([*git, "remove", "--force", str(path)], check=False, capture_output=True)
+
+
+def traces_cost(phases: list[Phase], args: argparse.Namespace) -> None:
+    """Print each round's daphne CPU per message with traces off, without them (``plain``)
+    and on, and the medians of the per-round ratios off / plain and on / off."""
+    print()
+    print(f"Traces: daphne CPU per message (user + system, timed phase only); plain = {args.traces}")
+    ms: dict[str, list[float]] = {name: [] for name in TRACES}
+    ratios: dict[str, list[float]] = {"off / plain": [], "on / off": []}
+    for n in range(1, args.rounds + 1):
+        measured = {name: find(phases, f"R{n}", name) for name in TRACES}
+        if any(p is None or p.cpu_daphne <= 0 for p in measured.values()):
+            print(f"  round {n}: not measured")
+            continue
+        cpu = {name: cpu_ms(p) for name, p in measured.items() if p is not None}
+        for name, value in cpu.items():
+            ms[name].append(value)
+        ratios["off / plain"].append(cpu["off"] / cpu["plain"])
+        ratios["on / off"].append(cpu["on"] / cpu["off"])
+        print(
+            f"  round {n}: off {cpu['off']:.2f} ms, plain {cpu['plain']:.2f} ms, on {cpu['on']:.2f} ms:"
+            f" off / plain {ratios['off / plain'][-1]:.3f}x, on / off {ratios['on / off'][-1]:.3f}x"
+        )
+    if ratios["on / off"]:
+        medians = ", ".join(f"{name} {statistics.median(values):.2f} ms" for name, values in ms.items())
+        print(f"  median: {medians}")
+        for name, values in ratios.items():
+            print(
+                f"  {name}: {statistics.median(values):.3f}x (median of {len(values)} rounds;"
+                f" range {min(values):.3f}-{max(values):.3f})"
+            )
+
+
 def bar_line(name: str, value: float | None, bar: float, unit: str) -> str:
     if value is None:
         return f"{name}: not measured"
@@ -587,6 +645,12 @@ def parse_args() -> argparse.Namespace:
         help="only B phases on two Tether daphnes, metrics and JSON logs on and off, alternating for --rounds rounds",
     )
     parser.add_argument(
+        "--traces",
+        metavar="REF",
+        help="only B phases on three Tether daphnes, traces off, the code of git revision REF (plain) "
+        "and traces on, alternating for --rounds rounds",
+    )
+    parser.add_argument(
         "--server",
         choices=(*ASGI_SERVERS, "both"),
         default="both",
@@ -601,6 +665,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--guard compares Tether with the floor: it takes no --only")
     if args.observability and (args.guard is not None or args.only is not None):
         parser.error("--observability compares two Tethers: it takes no --guard or --only")
+    if args.traces and (args.guard is not None or args.only is not None or args.observability):
+        parser.error("--traces compares three Tethers: it takes no --guard, --only or --observability")
     return args
 
 
@@ -620,7 +686,7 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
     """The whole bench (Tether, baseline and floor; Tether and the floor under ``--guard``) with
     every process on ``asgi_server``, daphne or uvicorn: 0, 1 (a reply was wrong, or no phase
     ran) or GUARD_EXCEEDED."""
-    with tempfile.TemporaryDirectory(prefix="tether-echo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tether-echo-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         env = common.bench_env(
             CHAT_APP,
@@ -635,7 +701,20 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
         profile_path = workdir / "tether.prof" if args.profile else None
         servers: list[Server] = []
         try:
-            if args.observability:
+            if args.traces:
+                plain_tree = stack.enter_context(checked_out(args.traces, workdir / "plain"))
+                for name, extra in TRACES.items():
+                    traces_env = {**env, **extra, "OTEL_TRACES_FILE": str(workdir / "spans.jsonl")}
+                    daphne = common.Daphne(
+                        traces_env,
+                        workdir / f"traces-{name}.log",
+                        args=daphne_args,
+                        label=f"tether traces {name}",
+                        server=asgi_server,
+                        cwd=plain_tree if name == "plain" else common.ROOT,
+                    )
+                    servers.append(Server(name, daphne, token, "client_message", handshake=True))
+            elif args.observability:
                 for name, extra in OBSERVABILITY.items():
                     on_env = {**env, **extra}
                     if extra["METRICS_ENABLED"] == "1":
@@ -658,7 +737,8 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
                     server=asgi_server,
                 )
                 servers.append(Server("tether", daphne, token, "client_message", handshake=True))
-            if args.only in (None, "baseline", "floor") and not args.observability:  # --guard: the floor only
+            if args.only in (None, "baseline", "floor") and not (args.observability or args.traces):
+                # --guard: the floor only
                 daphne = common.Daphne(
                     env,
                     workdir / "baseline.log",
@@ -673,9 +753,10 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
                 if args.only in (None, "floor"):
                     servers.append(Server("floor", daphne, None, "floor", handshake=False))
             for daphne in daphnes(servers):
-                daphne.wait_ready()
+                daphne.wait_ready(timeout=90)  # several start at once, on a machine maybe busy
             load_before = os.getloadavg()[0]
-            measure = run_guard if args.guard is not None or args.observability else run_bench
+            comparing = args.guard is not None or args.observability or args.traces
+            measure = run_guard if comparing else run_bench
             phases = asyncio.run(measure(servers, args))
             load_after = os.getloadavg()[0]
             server_errors = [f"{d.label}: {line}" for d in daphnes(servers) for line in d.problems()]
@@ -697,6 +778,8 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
         report(phases, context, args, server_errors)
         if args.observability:
             observability_cost(phases, args)
+        if args.traces:
+            traces_cost(phases, args)
         within_guard = args.guard is None or guard_passed(phases, args)
         if profile_path is not None:
             common.print_profile(profile_path, args.profile_lines, f"Tether {asgi_server}")

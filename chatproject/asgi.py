@@ -7,6 +7,12 @@ from typing import Any
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "chatproject.settings")
+
+from chatproject import tracing
+
+# Traces (off unless OTEL_ENABLED): before Django builds its middleware chain, which the
+# Django instrumentation joins.
+tracing.start()
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -416,6 +416,18 @@ METRICS_ALLOWED_NETWORKS = [
 # How often each process publishes its samples for the admin's dashboard (its live gauges
 # and per-minute samples, sessions_app.dashboard_samples), in seconds; 0 publishes none.
 DASHBOARD_PUBLISH_EVERY = float(os.environ.get("DASHBOARD_PUBLISH_EVERY", "5"))
+# OpenTelemetry traces (chatproject.tracing): off unless OTEL_ENABLED; then the Django, psycopg
+# and Redis instrumentations and Tether's own spans (socket event, mailbox, turn, reply), sent by
+# OTEL_TRACES_EXPORTER: otlp (OTEL_EXPORTER_OTLP_* as the standard says), console, file (JSON
+# lines appended to OTEL_TRACES_FILE) or none.
+TRACING_ENABLED = _env_bool("OTEL_ENABLED", False)
+TRACING_EXPORTER = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() or "otlp"
+if TRACING_EXPORTER not in ("otlp", "console", "file", "none"):
+    raise ImproperlyConfigured(
+        f"OTEL_TRACES_EXPORTER must be otlp, console, file or none, not {TRACING_EXPORTER!r}"
+    )
+TRACING_FILE = os.environ.get("OTEL_TRACES_FILE", "")
+TRACING_SERVICE_NAME = os.environ.get("OTEL_SERVICE_NAME", "tether").strip() or "tether"
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).
 SERVE_STATIC = _env_bool("SERVE_STATIC", True)

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 
+from chatproject import tracing
 from sessions_app import actions, asks, lifecycle, limits, metrics
 from sessions_app.auth import user_for_token
 from sessions_app.chainlit_events import UNSERVED_EVENTS
@@ -214,29 +215,35 @@ class ChatConsumer(SocketIOConsumer):
             return
         live = self.live
         meter_token = None
-        if event == "client_message":  # a send: its clock starts (sessions_app.metrics)
+        sending = event == "client_message"
+        if sending:  # a send: its clock starts (sessions_app.metrics)
             meter = metrics.TurnMeter(metrics.ENGINE if load_app().engine_runtime else metrics.HOOKS)
             meter_token = metrics.current_meter.set(meter)
-        try:
+        # A send's trace starts here (chatproject.tracing; nothing happens with traces off).
+        with tracing.span("socket client_message", kind="server") if sending else tracing.OFF as span:
+            if span is not None:
+                span.set_attribute("tether.session", str(live.id))
+                span.set_attribute("tether.thread", str(live.thread_id))
             try:
-                answer = await handler(live, args[0] if args else None)
-            except lifecycle.BadRequest as bad:
-                await self.refuse(str(bad), event=event, ack_id=ack_id, details=bad.details)
-                return
-            except (asks.AskRefused, actions.ActionRefused) as bad:
-                await self.refuse(str(bad), event=event, ack_id=ack_id)
-                return
-            except limits.OverBudget as refused:
-                await self.refuse(str(refused), event=event, ack_id=ack_id)
-                return
-            await self._follow_thread(live.thread_id if live.has_first_interaction else None)
-            await self.ack(ack_id, answer)
-            if meter_token is not None:
-                meter.acked()
-        finally:
-            live.acked()  # a turn claimed with this send starts after its ack (hook_sends)
-            if meter_token is not None:
-                metrics.current_meter.reset(meter_token)
+                try:
+                    answer = await handler(live, args[0] if args else None)
+                except lifecycle.BadRequest as bad:
+                    await self.refuse(str(bad), event=event, ack_id=ack_id, details=bad.details)
+                    return
+                except (asks.AskRefused, actions.ActionRefused) as bad:
+                    await self.refuse(str(bad), event=event, ack_id=ack_id)
+                    return
+                except limits.OverBudget as refused:
+                    await self.refuse(str(refused), event=event, ack_id=ack_id)
+                    return
+                await self._follow_thread(live.thread_id if live.has_first_interaction else None)
+                await self.ack(ack_id, answer)
+                if meter_token is not None:
+                    meter.acked()
+            finally:
+                live.acked()  # a turn claimed with this send starts after its ack (hook_sends)
+                if meter_token is not None:
+                    metrics.current_meter.reset(meter_token)
 
     async def _follow_thread(self, thread_id: uuid.UUID | None) -> None:
         """Be on the bus of the thread this socket shows (and only that one)."""
@@ -304,7 +311,13 @@ class ChatConsumer(SocketIOConsumer):
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly
-        await self.send_event(from_message(message))
+        # In the trace of the work that published it (its ``traceparent``) when traces are on.
+        with (
+            tracing.received(message, "thread_bus deliver", {"tether.event": message["event"]})
+            if tracing.enabled()
+            else tracing.OFF
+        ):
+            await self.send_event(from_message(message))
 
     async def thread_deleted(self, message: dict[str, Any]) -> None:
         """The thread this socket shows was deleted: its turn stops, the session ends, the

@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from chatproject import log_context
+from chatproject import log_context, tracing
 from sessions_app import fence_checks, metrics, records
 from sessions_app.chat.context import (
     SYSTEM_KEYS,
@@ -506,7 +506,18 @@ class LiveSession:
         ``prelude`` (synchronous database work) runs as the turn is claimed; the hook gets its
         result as its last argument. ``claim``: the turn was claimed already, with the turn
         lock reserved for it (``answer_claimed_send``); the hook waits for ``announced``."""
-        task = asyncio.create_task(self._run(hook, args, with_task, send, prelude, claim, announced))
+        run = self._run(hook, args, with_task, send, prelude, claim, announced)
+        if send is not None and tracing.enabled():  # a turn's span, child of its send's
+            run = tracing.traced(
+                "turn",
+                {
+                    "tether.kind": metrics.HOOKS,
+                    "tether.thread": str(self.thread_id),
+                    "tether.sends": str(send),
+                },
+                run,
+            )
+        task = asyncio.create_task(run)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -590,7 +601,8 @@ class LiveSession:
             if claim.lost:
                 return  # taken over: the new owner shows what it answers
             if reply is not None:
-                await self._after_release(reply, claim.last_written)
+                with tracing.span("reply"):
+                    await self._after_release(reply, claim.last_written)
             # Counted before task_end goes out: whoever hears it finds the turn counted.
             if running:
                 running = False
@@ -610,6 +622,7 @@ class LiveSession:
     def _turn_ended(self, outcome: str, meter: metrics.TurnMeter | None) -> None:
         metrics.turns_running.labels(metrics.HOOKS).dec()
         metrics.turns.labels(metrics.HOOKS, str(outcome)).inc()
+        tracing.note_outcome(str(outcome))
         if meter is not None:
             meter.end()
         logger.info("turn of send %s ended: %s", log_context.bound().get("send"), outcome)

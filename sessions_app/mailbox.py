@@ -6,6 +6,7 @@ for the answer, which comes back to the sender's own mailbox.
 """
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import threading
@@ -15,6 +16,7 @@ from typing import Any, cast
 from channels.layers import BaseChannelLayer, get_channel_layer
 from django.conf import settings
 
+from chatproject import tracing
 from sessions_app.database import database_sync_to_async
 from sessions_app.processes import heartbeat, is_alive
 
@@ -68,12 +70,14 @@ class Mailbox:
                 ready.set_exception(exc)
                 ready.exception()  # retrieved here: waiting callers may be none
                 raise
-            self._keep(loop.create_task(self._read(name)))
+            # The reader and the loops started with it outlive whatever started the mailbox:
+            # they run in a fresh context (not in the trace of a first send, say).
+            self._keep(loop.create_task(self._read(name), context=contextvars.Context()))
             ready.set_result(name)
             with self._lock:
                 started = list(self._on_start)
             for callback in started:
-                callback(name)
+                contextvars.Context().run(callback, name)
         return await ready
 
     def reset(self) -> None:
@@ -113,7 +117,9 @@ class Mailbox:
         deadline = loop.time() + timeout
         try:
             try:
-                await self.send(channel, {**message, "reply_to": reply_to, "request_id": request_id})
+                # The request carries the sender's trace (``traceparent``) when traces are on.
+                request = tracing.inject({**message, "reply_to": reply_to, "request_id": request_id})
+                await self.send(channel, request)
             except Exception as exc:  # the channel layer is down or its connection went stale
                 raise MailboxError(f"could not send {message['type']}: {exc!r}") from exc
             # Wait for the answer, but not for a process that died meanwhile: its liveness is
@@ -165,7 +171,8 @@ class Mailbox:
             reply["error"] = f"no handler for {kind}"
         else:
             try:
-                reply["result"] = await handler(message)
+                with tracing.received(message, f"mailbox {kind}", {"tether.mailbox.type": kind}):
+                    reply["result"] = await handler(message)
             except Exception as exc:
                 logger.exception("mailbox handler for %r failed", kind)
                 reply["error"] = f"{type(exc).__name__}: {exc}"

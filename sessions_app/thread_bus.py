@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from channels.layers import BaseChannelLayer, get_channel_layer
 
+from chatproject import tracing
 from sessions_app.event_frames import EncodedEvent, encode_event
 from threads_app.models import AcceptedMessage
 from threads_app.wire import iso
@@ -39,6 +40,7 @@ async def publish_encoded(
     message: dict[str, Any] = {"type": "thread.event", "event": encoded.event, "frame": encoded.frame}
     if skip_session is not None:
         message["skip_session"] = str(skip_session)
+    message = tracing.inject(message)  # its trace, to its receivers (traces on only)
     try:
         await cast(BaseChannelLayer, get_channel_layer()).group_send(thread_group(thread_id), message)
     except Exception as exc:

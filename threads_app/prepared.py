@@ -13,7 +13,7 @@ Only these cursors prepare: the ORM's stay client-bound, so pooled connections a
 own queries behave as before. Other databases get Django's ordinary cursor.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -36,6 +36,19 @@ class _PreparingCursor(psycopg.Cursor[Any]):
         return self
 
 
+class _Made:
+    """What preparing cursors are made of: ``_PreparingCursor``, or the class ``make_cursors_of``
+    derived from it (traces: ``chatproject.tracing`` installs the psycopg instrumentation's
+    traced subclass, since these cursors bypass the connection's cursor factory)."""
+
+    cursor_class: type[psycopg.Cursor[Any]] = _PreparingCursor
+
+
+def make_cursors_of(derive: Callable[[type[psycopg.Cursor[Any]]], type[psycopg.Cursor[Any]]] | None) -> None:
+    """Make preparing cursors of ``derive(_PreparingCursor)`` from now on (None: of it again)."""
+    _Made.cursor_class = derive(_PreparingCursor) if derive is not None else _PreparingCursor
+
+
 def cursor() -> CursorWrapper:
     """A cursor of the default connection (``with cursor() as c:``) whose statements are
     prepared on PostgreSQL; Django's ordinary cursor elsewhere."""
@@ -43,5 +56,5 @@ def cursor() -> CursorWrapper:
         return connection.cursor()
     connection.ensure_connection()  # what Django's cursor() does before it wraps its own
     connection.validate_thread_sharing()
-    raw: Any = _PreparingCursor(connection.connection)  # a DB-API cursor (the stubs say a wrapper)
+    raw: Any = _Made.cursor_class(connection.connection)  # a DB-API cursor (the stubs say a wrapper)
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)

@@ -22,9 +22,9 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
-from chatproject import log_context
+from chatproject import log_context, tracing
 from sessions_app import fence_checks, metrics
 from sessions_app.runtime import transcript
 from sessions_app.runtime.conversation import Conversation
@@ -46,6 +46,9 @@ from threads_app.fencing import Fence, Fenced
 from threads_app.step_budgets import StreamAllowance
 from threads_app.wire import live_user_step
 
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[str, Any], Awaitable[None]]
@@ -56,6 +59,8 @@ SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it 
 class ChatSession(Conversation):
     # Set once the thread turned out to be another process's (``_lose``).
     fenced = False
+    # The trace span of the turn in flight (chatproject.tracing; None with traces off).
+    _turn_span: "Span | None" = None
 
     def __init__(
         self,
@@ -121,6 +126,8 @@ class ChatSession(Conversation):
         )
         self.queue.clear()
         self._turn_ids = []
+        span, self._turn_span = self._turn_span, None
+        tracing.end(span, "lost")
         self._streamed.clear()
         self._partial.clear()
         if self._on_fenced is not None:
@@ -218,6 +225,27 @@ class ChatSession(Conversation):
         return True
 
     async def _begin_turn(self, turn: UserTurn) -> None:
+        """Start ``turn`` on the run, in its own span when traces are on: a child of the span
+        its send was accepted (or forwarded) in, current for the turn's work until it settles."""
+        span = self._turn_span = tracing.begin("turn", turn.trace)
+        if span is None:
+            await self._begin_turn_now(turn)
+            return
+        span.set_attribute("tether.kind", metrics.ENGINE)
+        span.set_attribute("tether.thread", str(self.thread_id))
+        span.set_attribute("tether.sends", ",".join(map(str, turn.accepted_ids)))
+        with tracing.active(span):
+            try:
+                await self._begin_turn_now(turn)
+            except BaseException:
+                self._turn_span = None
+                tracing.end(span, "not begun")  # queued again: its next try has a span of its own
+                raise
+        if self.phase is not Phase.STREAMING and self._turn_span is span:
+            self._turn_span = None
+            tracing.end(span, "not begun")
+
+    async def _begin_turn_now(self, turn: UserTurn) -> None:
         run = self.run
         assert run is not None
         self._move(Phase.STREAMING)
@@ -255,7 +283,8 @@ class ChatSession(Conversation):
         if self.fenced:
             return
         try:
-            await self._on_message(message)
+            with tracing.active(self._turn_span):
+                await self._on_message(message)
         except Fenced as exc:
             await self._lose(exc)
 
@@ -291,11 +320,12 @@ class ChatSession(Conversation):
             case AssistantText(message_id=message_id, text=text):
                 if self._turn_clock is not None:
                     self._turn_clock.output()
-                step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
-                self._partial.pop(message_id, None)
-                self._allowances.pop(message_id, None)
-                streamed = self._streamed.pop(message_id, None) is not None
-                await self.emit("update_message" if streamed else "new_message", step)
+                with tracing.span("reply"):
+                    step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
+                    self._partial.pop(message_id, None)
+                    self._allowances.pop(message_id, None)
+                    streamed = self._streamed.pop(message_id, None) is not None
+                    await self.emit("update_message" if streamed else "new_message", step)
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
                 step = await transcript.write_tool_call(
                     self.thread_id, tool_use_id, name, tool_input, self.fence
@@ -394,11 +424,14 @@ class ChatSession(Conversation):
         """Record how the turn in flight ended on the sends it carried."""
         ids, self._turn_ids = self._turn_ids, []
         clock, self._turn_clock = self._turn_clock, None
+        span, self._turn_span = self._turn_span, None
         if clock is not None:
             clock.end(outcome)
             logger.info("turn of send(s) %s ended: %s", ",".join(map(str, ids)), outcome)
         if ids:
-            await transcript.settle_turn(ids, outcome, fence=self.fence)
+            with tracing.active(span):
+                await transcript.settle_turn(ids, outcome, fence=self.fence)
+        tracing.end(span, outcome)
 
     async def close_orphaned_turns(self) -> None:
         """Turns this thread's previous runner (a process that died or was stopped) left

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from chatproject import tracing
 from sessions_app import metrics, records
 from sessions_app.accepting import accept_send
 from sessions_app.database import database_sync_to_async
@@ -144,6 +145,7 @@ async def submit_here(
         accepted_ids=[uuid.UUID(request["message"])],
         message_ids=[uuid.UUID(request["client_id"])],
         accepted_at=request.get("accepted_at"),
+        trace=tracing.carrier(),  # the mailbox request's span when forwarded, else the send's
     )
     ready = session.ready_for_turn()
     queued = session.submit_soon(turn)

@@ -61,6 +61,9 @@ class UserTurn:
     # When the earliest of its sends was accepted (wall clock, ``sessions_app.metrics``): the
     # arrival's clock, or the record's ``accepted_at``; None in tests that make turns by hand.
     accepted_at: float | None = None
+    # The trace its send was accepted in (W3C headers, ``chatproject.tracing.carrier``); None
+    # with traces off, and for sends the runtime picks up from the database.
+    trace: dict[str, str] | None = None
 
     def content_blocks(self) -> list[dict[str, Any]]:
         blocks: list[dict[str, Any]] = [*self.images]
@@ -78,6 +81,7 @@ class UserTurn:
             message_ids=[i for t in turns for i in t.message_ids],
             unqueued_ids=[i for t in turns for i in t.unqueued_ids],
             accepted_at=min((t.accepted_at for t in turns if t.accepted_at is not None), default=None),
+            trace=next((t.trace for t in turns if t.trace is not None), None),
         )
 
     @classmethod

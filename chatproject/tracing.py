@@ -1,0 +1,221 @@
+"""Traces (OpenTelemetry), off unless ``OTEL_ENABLED``: one trace per turn, across processes.
+
+``start`` (called by ``chatproject.asgi`` before Django loads its middleware) installs the SDK
+and the official Django, psycopg and Redis instrumentations; the rest of Tether opens its own
+spans through the functions below: the socket event that accepted a send, the mailbox request
+that carried it to the thread's owner (its W3C ``traceparent`` rides in the request), the turn
+and its reply. With tracing off, ``start`` imports nothing of OpenTelemetry and every function
+here returns at its first line (``None``, or one shared do-nothing context manager): a turn
+runs no OpenTelemetry code (``tests/chatproject/test_tracing.py`` pins that).
+
+Roots: a span with no parent is kept unless it is a client call (a database or Redis call that
+belongs to no traced work: heartbeats, the mailbox's reads, the loops), so a trace is either a
+request, a socket event or a turn, never a stray query every second.
+
+Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by the standard
+``OTEL_EXPORTER_OTLP_*`` variables), ``console``, ``file`` (JSON lines appended to
+``OTEL_TRACES_FILE``: ``chatproject.tracing_export``) or ``none``.
+"""
+
+import contextlib
+import os
+from collections.abc import Coroutine, Mapping
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from django.conf import settings
+
+from threads_app import prepared
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
+    from opentelemetry.trace import Span, Tracer
+
+T = TypeVar("T")
+C = TypeVar("C", bound=type)
+
+OFF: AbstractContextManager[None] = contextlib.nullcontext()
+"""The do-nothing context manager every function here returns with tracing off."""
+
+
+class _Tracing:
+    """This process's tracer and provider once ``start`` ran with tracing on (``None``
+    otherwise): one owner, emptied by ``stop`` (tests)."""
+
+    def __init__(self) -> None:
+        self.tracer: Tracer | None = None
+        self.provider: TracerProvider | None = None
+
+
+_state = _Tracing()
+
+
+def enabled() -> bool:
+    return _state.tracer is not None
+
+
+def start(exporter: "SpanExporter | None" = None, *, batch: bool = True) -> None:
+    """Install the SDK and the instrumentations once, when ``TRACING_ENABLED``. ``exporter``
+    replaces the configured one (tests pass an in-memory exporter, ``batch=False``)."""
+    if _state.tracer is not None or not settings.TRACING_ENABLED:
+        return
+    from opentelemetry import trace
+    from opentelemetry.instrumentation.django import DjangoInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased
+
+    from chatproject.tracing_export import NoStrayClientCalls, configured_exporter
+
+    provider = TracerProvider(
+        sampler=ParentBased(root=NoStrayClientCalls()),
+        # The pid tells a cluster's processes apart (ServerProcess.pid names them too).
+        resource=Resource.create({"service.name": settings.TRACING_SERVICE_NAME, "process.pid": os.getpid()}),
+    )
+    exporter = exporter if exporter is not None else configured_exporter()
+    if exporter is not None:
+        provider.add_span_processor(BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter))
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(provider)  # once per process; tests' restarts keep their own
+    DjangoInstrumentor().instrument(tracer_provider=provider)
+    PsycopgInstrumentor().instrument(tracer_provider=provider)
+    RedisInstrumentor().instrument(tracer_provider=provider)
+    _state.provider, _state.tracer = provider, provider.get_tracer("tether")
+    prepared.make_cursors_of(cursor_class)
+
+
+def stop() -> None:
+    """Flush and remove the instrumentations (tests; a process exits without it)."""
+    if _state.provider is None:
+        return
+    from opentelemetry.instrumentation.django import DjangoInstrumentor
+    from opentelemetry.instrumentation.psycopg import PsycopgInstrumentor
+    from opentelemetry.instrumentation.redis import RedisInstrumentor
+
+    prepared.make_cursors_of(None)
+    DjangoInstrumentor().uninstrument()
+    PsycopgInstrumentor().uninstrument()
+    RedisInstrumentor().uninstrument()
+    _state.provider.shutdown()
+    _state.provider, _state.tracer = None, None
+
+
+def cursor_class(base: C) -> C:
+    """``base``, a psycopg cursor class Tether makes cursors of itself (``threads_app.prepared``:
+    not through the connection's cursor factory, which the psycopg instrumentation traces),
+    traced the same way."""
+    # The instrumentation's own factory of traced cursor classes (what it installs on every
+    # connection it opens), on the class given: a name of its module, pinned with it.
+    from opentelemetry.instrumentation.psycopg import _new_cursor_factory
+
+    traced: C = _new_cursor_factory(base_factory=base, tracer_provider=_state.provider)
+    return traced
+
+
+def span(
+    name: str, attributes: Mapping[str, Any] | None = None, *, kind: str = "internal"
+) -> AbstractContextManager[Any]:
+    """A span of the current context for the ``with`` block (a do-nothing one when off)."""
+    tracer = _state.tracer
+    if tracer is None:
+        return OFF
+    return tracer.start_as_current_span(name, attributes=attributes, kind=_kind(kind))
+
+
+def carrier() -> dict[str, str] | None:
+    """The current span's context as W3C headers, to carry to another task or process."""
+    if _state.tracer is None:
+        return None
+    from opentelemetry.propagate import inject
+
+    headers: dict[str, str] = {}
+    inject(headers)
+    return headers or None
+
+
+def inject(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` with the current trace context (``traceparent``) when tracing is on."""
+    if _state.tracer is None:
+        return message
+    headers = carrier()
+    return {**message, **headers} if headers else message
+
+
+def received(
+    message: Mapping[str, Any], name: str, attributes: Mapping[str, Any] | None = None
+) -> AbstractContextManager[Any]:
+    """A server span for a message from another process, child of the span that sent it
+    (``inject``'s ``traceparent``); do-nothing when off."""
+    tracer = _state.tracer
+    if tracer is None:
+        return OFF
+    return tracer.start_as_current_span(
+        name, context=_extract(message), attributes=attributes, kind=_kind("server")
+    )
+
+
+def begin(
+    name: str, parent: Mapping[str, str] | None, attributes: Mapping[str, Any] | None = None
+) -> "Span | None":
+    """A span that outlives the block that starts it (a turn: begun in one callback, ended in
+    another), child of ``parent`` (a ``carrier``); None when off. End it with ``end``."""
+    tracer = _state.tracer
+    if tracer is None:
+        return None
+    return tracer.start_span(name, context=_extract(parent) if parent else None, attributes=attributes)
+
+
+def note_outcome(outcome: str) -> None:
+    """Record ``outcome`` on the current span (a hooks-API turn's, as it ends)."""
+    if _state.tracer is None:
+        return
+    from opentelemetry.trace import get_current_span
+
+    get_current_span().set_attribute("tether.outcome", outcome)
+
+
+def end(span_: "Span | None", outcome: str | None = None) -> None:
+    if span_ is None:
+        return
+    if outcome is not None:
+        span_.set_attribute("tether.outcome", outcome)
+    span_.end()
+
+
+def active(span_: "Span | None") -> AbstractContextManager[Any]:
+    """Make ``span_`` current for the block (work done for a turn from another task)."""
+    if span_ is None:
+        return OFF
+    from opentelemetry.trace import use_span
+
+    return use_span(span_, end_on_exit=False)
+
+
+def traced(name: str, attributes: Mapping[str, Any], coro: Coroutine[Any, Any, T]) -> Coroutine[Any, Any, T]:
+    """``coro`` run inside a span of that name (``coro`` itself when off)."""
+    if _state.tracer is None:
+        return coro
+    return _traced(name, attributes, coro)
+
+
+async def _traced(name: str, attributes: Mapping[str, Any], coro: Coroutine[Any, Any, T]) -> T:
+    with span(name, attributes):
+        return await coro
+
+
+def _extract(headers: Mapping[str, Any]) -> Any:
+    """The context ``headers`` carry (a ``carrier``, or a message with its keys): the W3C
+    propagator reads ``traceparent`` and ``tracestate`` and ignores the other keys."""
+    from opentelemetry.propagate import extract
+
+    return extract(headers)
+
+
+def _kind(name: str) -> Any:
+    from opentelemetry.trace import SpanKind
+
+    return {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}[name]

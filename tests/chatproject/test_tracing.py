@@ -1,0 +1,323 @@
+"""Traces (``chatproject.tracing``), in this process: a turn's spans form one trace, for both
+kinds of app; a mailbox request carries its sender's trace; with traces off no OpenTelemetry
+code runs in a turn.
+
+The spans are OpenTelemetry's own (the SDK, the official psycopg and Redis instrumentations)
+read back from the SDK's ``InMemorySpanExporter``; the sockets are ``chatproject.asgi``'s
+application driven in process (``tests.support.wire.in_process_socket``). The database spans
+need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still checked.
+``tests/e2e/test_tracing_cluster.py`` follows a forwarded turn across two real processes.
+"""
+
+import asyncio
+import http.server
+import sys
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from types import FrameType
+from typing import Any, ClassVar
+
+import psycopg
+import pytest
+import redis
+import redis.asyncio
+from django.db import connection, connections
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from chatproject import tracing
+from chatproject.tracing_export import configured_exporter
+from sessions_app.mailbox import Mailbox, mailbox
+from tests.support.client import session_cookie
+from tests.support.wire import InProcessSocket, in_process_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+APPS = {"hooks": "tests.apps.lifecycle_app", "engine": "sessions_app.default_app"}
+
+
+def _fresh_database_connections() -> None:
+    """Connections opened before the instrumentation (or while it was on) are replaced: the
+    psycopg instrumentation traces the connections it opens."""
+    connections.close_all()
+    close_pool = getattr(connection, "close_pool", None)
+    if connection.vendor == "postgresql" and close_pool is not None:
+        close_pool()
+
+
+@pytest.fixture
+def exported(settings) -> Iterator[InMemorySpanExporter]:
+    """Traces on, every span exported at its end into memory."""
+    settings.TRACING_ENABLED = True
+    exporter = InMemorySpanExporter()
+    tracing.start(exporter, batch=False)
+    _fresh_database_connections()
+    try:
+        yield exporter
+    finally:
+        tracing.stop()
+        _fresh_database_connections()
+
+
+@pytest.fixture
+def app_env(settings, monkeypatch, tmp_path) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    monkeypatch.setenv("HOOK_LOG", str(tmp_path / "hooks.jsonl"))
+    monkeypatch.setenv("ECHO_STATE_DIR", str(tmp_path / "echo"))
+
+
+async def socket_for(settings: Any, make_user: Any, kind: str) -> AsyncIterator[InProcessSocket]:
+    settings.CHAT_APP = APPS[kind]
+    cookie = await session_cookie(make_user())
+    async with in_process_socket(cookie) as opened:
+        await opened.connect_namespace()
+        yield opened
+
+
+async def one_turn(sock: InProcessSocket, text: str, ack_id: int) -> dict[str, Any]:
+    answer = await sock.call(
+        "client_message", {"message": {"id": str(uuid.uuid4()), "output": text}}, ack_id=ack_id
+    )
+    await sock.event("task_end")
+    assert isinstance(answer, dict), answer
+    return answer
+
+
+async def turn_ended(exported: InMemorySpanExporter, timeout: float = 5) -> None:
+    """Wait for the turn's span: a hooks-API turn's ends just after its ``task_end`` goes out."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not any(s.name == "turn" for s in exported.get_finished_spans()):
+        assert asyncio.get_running_loop().time() < deadline, listing(list(exported.get_finished_spans()))
+        await asyncio.sleep(0.01)
+
+
+def listing(spans: list[ReadableSpan]) -> str:
+    """The spans as evidence: name, kind, trace, span, parent."""
+    return "\n".join(
+        f"{s.name} {s.kind.name} trace={s.context.trace_id:032x} span={s.context.span_id:016x} "
+        f"parent={s.parent.span_id if s.parent else None!r:>}"
+        for s in spans
+        if s.context is not None
+    )
+
+
+def named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+def one(found: list[ReadableSpan], spans: list[ReadableSpan]) -> ReadableSpan:
+    """The one span of ``found`` (the whole listing as evidence otherwise)."""
+    assert len(found) == 1, listing(spans)
+    return found[0]
+
+
+def descends_from(span: ReadableSpan, ancestor: ReadableSpan, spans: list[ReadableSpan]) -> bool:
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    current: ReadableSpan | None = span
+    while current is not None and current.parent is not None:
+        if ancestor.context is not None and current.parent.span_id == ancestor.context.span_id:
+            return True
+        current = by_id.get(current.parent.span_id)
+    return False
+
+
+# --- a turn is one trace ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["hooks", "engine"])
+async def test_a_turn_is_one_trace_from_the_socket_event_to_the_reply(
+    settings, make_user, app_env, exported, kind
+):
+    async for sock in socket_for(settings, make_user, kind):
+        await one_turn(sock, "first", 1)  # creates the thread
+        exported.clear()
+        answer = await one_turn(sock, "second", 2)
+        await turn_ended(exported)
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    send = one(named(spans, "socket client_message"), spans)
+    turn = one([t for t in named(spans, "turn") if t.context.trace_id == send.context.trace_id], spans)
+    assert send.kind is SpanKind.SERVER and send.parent is None, evidence
+    assert send.attributes is not None and send.attributes["tether.thread"] == answer["threadId"]
+    # The turn runs after the ack (in another task), as a child of the send's span.
+    assert turn.parent is not None and turn.parent.span_id == send.context.span_id, evidence
+    assert turn.attributes is not None and turn.attributes["tether.kind"] == kind
+    assert turn.attributes["tether.outcome"] == "replied", evidence
+    # The thread's bus carries the trace to the sockets showing the thread (this one too).
+    delivered = [
+        d
+        for d in named(spans, "thread_bus deliver")
+        if d.attributes is not None and d.attributes["tether.event"] == "chat-user-message"
+    ]
+    assert delivered and all(descends_from(d, send, spans) for d in delivered), evidence
+    replies = [r for r in named(spans, "reply") if r.context.trace_id == send.context.trace_id]
+    assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
+    if connection.vendor == "postgresql":
+        queries = [s for s in spans if s.instrumentation_scope and "psycopg" in s.instrumentation_scope.name]
+        assert queries, evidence
+        assert all(q.context.trace_id == send.context.trace_id for q in queries), evidence
+        # The turn's own statements (the user step, the reply, the outcome) are under the turn.
+        assert any(descends_from(q, turn, spans) for q in queries), evidence
+        assert all(q.kind is SpanKind.CLIENT for q in queries)
+
+
+async def test_the_redis_calls_of_a_send_are_in_its_trace(
+    settings, make_user, app_env, exported, private_redis
+):
+    """On the Redis channel layer (no group lease): the bus's publish of the accepted send is
+    a Redis call of the send's trace; Redis calls outside any traced work start no trace."""
+    settings.REDIS_URL = private_redis.url
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "sessions_app.channel_layer.ResilientRedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": private_redis.url}], "capacity": 1000, "expiry": 60},
+        }
+    }
+    async for sock in socket_for(settings, make_user, "engine"):
+        await one_turn(sock, "first", 1)
+        exported.clear()
+        await one_turn(sock, "second", 2)
+        redis.Redis.from_url(private_redis.url).ping()  # belongs to no trace: dropped
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    send = one(named(spans, "socket client_message"), spans)
+    calls = [s for s in spans if s.instrumentation_scope and "redis" in s.instrumentation_scope.name]
+    assert calls, evidence
+    assert all(c.context.trace_id == send.context.trace_id for c in calls), evidence
+    assert not [c for c in calls if c.name == "PING"], evidence
+
+
+# --- the mailbox carries the trace --------------------------------------------------------
+
+
+async def test_a_mailbox_request_is_served_in_the_senders_trace(settings, app_env, exported):
+    """A request to another mailbox (another process's, here a second mailbox of this one on
+    the same channel layer) is served in a span whose parent is the sender's span."""
+    other = Mailbox()
+    served: list[dict[str, str] | None] = []
+
+    async def handler(message: dict[str, Any]) -> str:
+        served.append(tracing.carrier())
+        with tracing.span("work there"):
+            return "done"
+
+    other.register("test.traced", handler)
+    try:
+        there = await other.channel()
+        with tracing.span("work here"):
+            assert await mailbox.request(there, {"type": "test.traced"}) == "done"
+    finally:
+        other.reset()
+        mailbox.reset()
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    here = one(named(spans, "work here"), spans)
+    request = one(named(spans, "mailbox test.traced"), spans)
+    work = one(named(spans, "work there"), spans)
+    assert request.kind is SpanKind.SERVER, evidence
+    assert request.context.trace_id == here.context.trace_id == work.context.trace_id, evidence
+    assert request.parent is not None and request.parent.span_id == here.context.span_id, evidence
+    assert work.parent is not None and work.parent.span_id == request.context.span_id, evidence
+    assert served[0] and served[0]["traceparent"].split("-")[1] == f"{here.context.trace_id:032x}"
+
+
+# --- off: nothing runs --------------------------------------------------------------------
+
+
+class OpenTelemetryCalls:
+    """Every call into an ``opentelemetry`` module from this thread (``sys.setprofile``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, frame: FrameType, event: str, _arg: Any) -> None:
+        if event == "call" and "/opentelemetry/" in frame.f_code.co_filename:
+            self.calls.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+
+    def __enter__(self) -> "OpenTelemetryCalls":
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        sys.setprofile(None)
+
+
+def instrumented() -> list[str]:
+    """The library functions the instrumentations wrap, where they are wrapped now."""
+    wrapped = {
+        "psycopg.connect": psycopg.connect,
+        "psycopg.Connection.connect": psycopg.Connection.connect,
+        "redis.Redis.execute_command": redis.Redis.execute_command,
+        "redis.asyncio.Redis.execute_command": redis.asyncio.Redis.execute_command,
+    }
+    return [name for name, function in wrapped.items() if hasattr(function, "__wrapped__")]
+
+
+@pytest.mark.parametrize("kind", ["hooks", "engine"])
+async def test_with_traces_off_a_turn_runs_no_opentelemetry_code(settings, make_user, app_env, kind):
+    assert not settings.TRACING_ENABLED  # the default
+    tracing.start()  # what asgi.py does: nothing, with traces off
+    assert not tracing.enabled()
+    assert instrumented() == []  # no database or Redis call goes through a wrapper
+    async for sock in socket_for(settings, make_user, kind):
+        await one_turn(sock, "first", 1)
+        with OpenTelemetryCalls() as seen:
+            await one_turn(sock, "second", 2)
+    assert seen.calls == [], seen.calls[:20]
+
+
+async def test_the_pin_sees_opentelemetry_code_when_traces_are_on(settings, make_user, app_env, exported):
+    """The check above would see OpenTelemetry's code if a turn ran any."""
+    assert set(instrumented()) >= {"psycopg.Connection.connect", "redis.Redis.execute_command"}
+    async for sock in socket_for(settings, make_user, "engine"):
+        await one_turn(sock, "first", 1)
+        with OpenTelemetryCalls() as seen:
+            await one_turn(sock, "second", 2)
+    assert seen.calls, "a traced turn ran no OpenTelemetry code in the event loop's thread"
+
+
+# --- the OTLP exporter --------------------------------------------------------------------
+
+
+class Collector(http.server.BaseHTTPRequestHandler):
+    """A stand-in OTLP/HTTP receiver: keeps every request's decoded spans."""
+
+    received: ClassVar[list[tuple[str, str]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                Collector.received.extend((self.path, span.name) for span in scope_spans.spans)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *_args: Any) -> None:
+        pass
+
+
+def test_the_default_exporter_sends_otlp_over_http_where_the_standard_variables_say(settings, monkeypatch):
+    """``OTEL_TRACES_EXPORTER=otlp`` (the default): the SDK's OTLP/HTTP exporter, configured
+    by ``OTEL_EXPORTER_OTLP_ENDPOINT``, delivers the spans to that receiver."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    Collector.received.clear()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+    settings.TRACING_ENABLED = True
+    assert settings.TRACING_EXPORTER == "otlp"
+    exporter = configured_exporter()
+    assert exporter is not None
+    tracing.start(exporter, batch=False)
+    try:
+        with tracing.span("exported"):
+            pass
+    finally:
+        tracing.stop()
+        server.shutdown()
+    assert Collector.received == [("/v1/traces", "exported")]
