@@ -79,6 +79,10 @@ def default_caps_server(server_factory, tmp_path_factory):
         CHAT_APP="sessions_app.default_app",
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("echo-default-caps")),
         ENGINE_IDLE_TIMEOUT="20",
+        # 45 sends a round, repeated as long as the probe measures (up to three comparisons):
+        # more than the default send budget (120) at a quiet machine's pace. Budgets have
+        # their own tests; these measure the engine pool.
+        SEND_THROTTLE_RATE="10000/min",
     )
 
 
@@ -100,7 +104,8 @@ async def test_45_slow_threads_of_one_user_run_in_a_bounded_pool_and_cost_others
         nonlocal peak, runs
         runs += 1
         for i, client in enumerate(clients):
-            await client.send(f"!slow 1\nr{runs}t{i}")
+            answer = await client.send(f"!slow 1\nr{runs}t{i}")
+            assert "error" not in answer, (runs, i, answer)
         answered = asyncio.gather(
             *(
                 client.wait_for(lambda c, text=f"r{runs}t{i}": any(r.endswith(text) for r in c.replies()), 60)

@@ -127,7 +127,9 @@ async def test_an_engine_turn_moves_the_engine_kinds_counters(engine_server, mak
     end = moved("tether_accept_to_task_end_seconds_sum", **engine)
     assert 0.05 <= first < end < 10, (first, end)
     assert during.value("tether_engine_runs_open") >= 1, during.text
-    assert during.value("tether_turns_running", **engine) == 0, during.text
+    # The server is the session's: other tests' turns may still run, or end meanwhile.
+    running = (before.value("tether_turns_running", **engine), during.value("tether_turns_running", **engine))
+    assert running[1] <= running[0], (running, during.text)
 
 
 async def test_every_log_line_of_a_turn_is_json_with_its_ids(json_server, make_user):

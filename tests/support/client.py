@@ -2,6 +2,7 @@
 
 import asyncio
 import re
+import time
 import uuid
 from typing import Any, cast
 
@@ -66,6 +67,8 @@ class ChatClient:
         self.cookie = cookie
         self.session_id = session_id or str(uuid.uuid4())
         self.events: list[tuple[str, Any]] = []
+        # (monotonic time, reason) of each drop of a socket this client opened.
+        self.disconnects: list[tuple[float, tuple[Any, ...]]] = []
         self._changed = asyncio.Condition()
         self.sio: socketio.AsyncClient | None = None
 
@@ -77,7 +80,11 @@ class ChatClient:
             async with self._changed:
                 self._changed.notify_all()
 
+        async def dropped(*reason: Any) -> None:
+            self.disconnects.append((time.monotonic(), reason))
+
         sio.on("*", record)
+        sio.on("disconnect", dropped)  # kept apart: tests compare ``events`` exactly
         return sio
 
     async def connect(
