@@ -177,8 +177,8 @@ if REDIS_URL:
                 "capacity": 1000,
                 "expiry": 60,
                 # Seconds a "no member elsewhere" lease is trusted (sessions_app.group_leases);
-                # 0 until the reconnect storm is shown to pass with it on a quiet machine.
-                "group_lease": float(os.environ.get("CHANNEL_GROUP_LEASE", "0")),
+                # 0: every publish reads the group's members in Redis.
+                "group_lease": float(os.environ.get("CHANNEL_GROUP_LEASE", "1")),
             },
         }
     }
@@ -244,7 +244,7 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # Tokens a process takes from a user's Redis budget at once and spends without a round trip
 # (threads_app.token_bucket). 1: every send asks Redis, exact across processes; more saves
 # the round trip but may refuse a user who alternates processes up to that many tokens early.
-BUDGET_ALLOWANCE = int(os.environ.get("BUDGET_ALLOWANCE", "1"))
+BUDGET_ALLOWANCE = int(os.environ.get("BUDGET_ALLOWANCE", "10"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

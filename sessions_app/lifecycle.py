@@ -37,6 +37,7 @@ from sessions_app.mailbox import mailbox
 from sessions_app.runtime import chats
 from sessions_app.thread_bus import publish_on_thread
 from sessions_app.turns import request_remote_stop, turn_running
+from threads_app import budgets
 from threads_app import services as thread_services
 from threads_app.budgets import SENDS
 from threads_app.models import AcceptedMessage
@@ -472,6 +473,7 @@ async def _call_in_session(live: LiveSession, hook: Callable[[], Awaitable[Any]]
 
 async def disconnect(live: LiveSession, channel: str) -> None:
     """A transport drop: persist and keep the session for SESSION_TIMEOUT seconds."""
+    await budgets.give_back_all(live.user.pk)  # the user may go on through another process
     if live.cleared:
         return
     if not await database_sync_to_async(records.mark_disconnected)(live.id, channel):

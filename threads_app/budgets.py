@@ -60,6 +60,13 @@ class Budget:
         rate = self.rate()
         return None if rate is None else await self.bucket.atake(str(user_pk), rate)
 
+    async def agive_back(self, user_pk: Any) -> None:
+        """The user's socket left this process: what it took from Redis and did not spend
+        goes back (``TokenBucket.agive_back``)."""
+        rate = self.rate()
+        if rate is not None:
+            await self.bucket.agive_back(str(user_pk), rate)
+
     def refusal(self, wait: float) -> str:
         """What a refused client is told."""
         return f"too many {self.what}: the rate is limited; try again in {math.ceil(wait)} s"
@@ -77,6 +84,12 @@ SEARCHES = Budget("searches", "searches")
 UPLOADS = Budget("uploads", "uploads")
 
 ALL = (SENDS, CLICKS, SETTINGS_CHANGES, ASK_ANSWERS, FEEDBACK, SEARCHES, UPLOADS)
+
+
+async def give_back_all(user_pk: Any) -> None:
+    """A socket of the user left this process: every budget's unspent allowance goes back."""
+    for budget in ALL:
+        await budget.agive_back(user_pk)
 
 
 def reset_all() -> None:

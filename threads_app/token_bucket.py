@@ -15,11 +15,14 @@ is refused without a round trip to Redis per request.
 
 In Redis, a process may take a few tokens at once (an allowance, ``_Allowances``: up to a tenth
 of the burst, at most ``settings.BUDGET_ALLOWANCE``) and spend them without a round trip, so
-most sends cost none. The setting is 1 by default (every take asks Redis): with larger
-allowances a reconnect storm across two processes had sends refused early (issue 22). Tokens only leave the bucket, so the rate across processes is never exceeded; an
-allowance a process does not spend (it expires once the bucket would have refilled it, and
-dies with its process) is lost to the others: a user sending through several processes may be
-refused up to ``allowance - 1`` tokens early per other process they sent through lately.
+most sends cost none. A process gives what it did not spend back when the user's socket leaves
+it (``agive_back``, called on a disconnect), so a user whose reconnects alternate between
+processes is not refused early for tokens stranded in the one they left: a reconnect storm
+across two processes had sends refused when nothing came back. The rate across processes is
+never exceeded (a token is spent once, wherever it was taken). An allowance that is not given
+back (its process died, or the socket is still there) expires once the bucket would have
+refilled it: a user sending through several processes at once may be refused up to
+``allowance - 1`` tokens early per other process.
 """
 
 import logging
@@ -65,6 +68,18 @@ end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], math.ceil(burst / per_second * 1000) + 1000)
 return {granted, wait}
+"""
+)
+
+
+# Puts ARGV[3] unspent tokens back (never above the burst).
+GIVE_BACK = (
+    REFILL
+    + """
+tokens = math.min(burst, tokens + tonumber(ARGV[3]))
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / per_second * 1000) + 1000)
+return 0
 """
 )
 
@@ -169,6 +184,15 @@ class _Allowances:
                 self._left[key] = (left - 1, until, rate)
             return True
 
+    def take_all(self, key: str, rate: Rate) -> int:
+        """The key's unspent tokens (for this rate, still valid), no longer this process's."""
+        with self._lock:
+            found = self._left.pop(key, None)
+        if found is None:
+            return 0
+        left, until, at_rate = found
+        return left if at_rate == rate and time.monotonic() < until else 0
+
     def keep(self, key: str, rate: Rate, tokens: int) -> None:
         """``tokens`` taken from Redis, not yet spent."""
         if tokens <= 0:
@@ -261,3 +285,17 @@ class TokenBucket:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
         return self._taken(key, rate, answer)
+
+    async def agive_back(self, key: str, rate: Rate) -> None:
+        """Return the key's unspent allowance to Redis (nothing to do, no round trip, when
+        this process holds none)."""
+        tokens = self._allowances.take_all(key, rate)
+        backend = redis_clients.configured()
+        if not tokens or backend is None:
+            return
+        try:
+            await backend.async_client().eval(
+                GIVE_BACK, 1, self._key(key), rate.burst, rate.per_second, tokens
+            )
+        except (redis.RedisError, OSError) as exc:
+            logger.warning("%s budget: %d tokens not given back: %r", self.name, tokens, exc)

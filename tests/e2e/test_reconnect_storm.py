@@ -40,7 +40,13 @@ APPS = {"hooks": "tests.apps.lifecycle_app", "engine": "tests.apps.web_app"}
 def storm_pair(request, server_factory, tmp_path_factory) -> Iterator[tuple[str, LiveServer, LiveServer]]:
     kind = str(request.param)
     hook_log = server_factory.workdir / f"storm-hooks-{os.urandom(3).hex()}.jsonl"
-    env = {"CHAT_APP": APPS[kind], "ECHO_STATE_DIR": str(tmp_path_factory.mktemp("storm-echo"))}
+    # Ten sessions per user send 200 messages in about a minute: the default send budget
+    # (120/min) would refuse the last ones, which is not what this test is about.
+    env = {
+        "CHAT_APP": APPS[kind],
+        "ECHO_STATE_DIR": str(tmp_path_factory.mktemp("storm-echo")),
+        "SEND_THROTTLE_RATE": "2000/min",
+    }
     a = server_factory.start(hook_log=hook_log, **env)
     b = server_factory.start(hook_log=hook_log, **env)
     yield kind, a, b

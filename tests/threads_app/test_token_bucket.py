@@ -84,7 +84,7 @@ def evals_run(url: str) -> int:
 
 
 def test_in_redis_a_process_takes_an_allowance_and_spends_it_without_redis(settings, private_redis):
-    settings.BUDGET_ALLOWANCE = 10  # off by default
+    settings.BUDGET_ALLOWANCE = 10
     settings.REDIS_URL = private_redis.url
     rate = Rate(100, 100 / 60)
     assert rate.allowance == 10
@@ -101,10 +101,10 @@ def test_in_redis_a_process_takes_an_allowance_and_spends_it_without_redis(setti
 
 
 def test_in_redis_processes_sharing_a_bucket_never_pass_its_burst(settings, private_redis):
-    settings.BUDGET_ALLOWANCE = 10  # off by default
     """Two processes alternate a user's sends: together they are let through at most the burst
     (tokens only leave the bucket), and at least the burst less one allowance per process
     but the first (the tokens the other took and has not spent)."""
+    settings.BUDGET_ALLOWANCE = 10
     settings.REDIS_URL = private_redis.url
     rate = Rate(100, 1 / 3600)  # no refill to speak of during the test
     here, there = TokenBucket("shared-burst"), TokenBucket("shared-burst")
@@ -115,3 +115,27 @@ def test_in_redis_processes_sharing_a_bucket_never_pass_its_burst(settings, priv
     assert 100 - (rate.allowance - 1) <= allowed <= 100, allowed
     wait = here.take("u1", rate)
     assert wait is not None and wait > 60  # refused, with when to try again
+
+
+def test_in_redis_a_process_gives_back_what_it_did_not_spend(settings, private_redis):
+    """A user whose socket moves from one process to the other at every send (a reconnect
+    through a round-robin proxy): the process left gives its unspent allowance back, so the
+    user gets the whole burst, not the burst less nine tokens per move."""
+    settings.BUDGET_ALLOWANCE = 10
+    settings.REDIS_URL = private_redis.url
+    rate = Rate(100, 1 / 3600)
+    processes = TokenBucket("moves"), TokenBucket("moves")
+
+    async def alternate() -> int:
+        allowed = 0
+        for n in range(150):
+            here = processes[n % 2]
+            if await here.atake("u1", rate) is None:
+                allowed += 1
+            await here.agive_back("u1", rate)  # the socket leaves for the other process
+        return allowed
+
+    assert asyncio.run(alternate()) == 100
+    before = evals_run(private_redis.url)
+    asyncio.run(processes[0].agive_back("u1", rate))  # it holds nothing: no round trip
+    assert evals_run(private_redis.url) == before
