@@ -2,6 +2,7 @@
 session) and read, and its feedback endpoints, in Chainlit's payloads and answers."""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -117,8 +118,8 @@ def test_feedback_at_chainlits_path_in_chainlits_payload(user, other_user):
     assert Feedback.objects.count() == 0
 
 
-def run_of(thread_dict: dict) -> dict:
-    runs = [s for s in thread_dict["steps"] if s["type"] == "run"]
+def run_of(thread_dict: dict[str, Any]) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = [s for s in thread_dict["steps"] if s["type"] == "run"]
     assert len(runs) == 1, thread_dict["steps"]
     return runs[0]
 

@@ -35,6 +35,11 @@ def app_server(request, server_factory, tmp_path_factory) -> tuple[str, Any]:
     return kind, server_factory.start(**env)
 
 
+@sync_to_async
+def stored(user: Any) -> list[tuple[int, str]]:
+    return list(Feedback.objects.filter(user=user).values_list("value", "step__output"))
+
+
 async def turn(client: ChatClient, reply: str) -> str:
     """Send "hi" at the start of a chat and wait for the turn's end; the message's id."""
     await client.start()
@@ -88,7 +93,7 @@ async def test_a_chainlit_frontend_socket_sees_the_turn_inside_its_run_and_rates
         http.put(f"{server.url}{P}/feedback", json=body) as answered,
     ):
         assert answered.status == 200, await answered.text()
-    rows = await sync_to_async(list)(Feedback.objects.filter(user=user).values_list("value", "step__output"))
+    rows = await stored(user)
     assert len(rows) == 1 and rows[0][0] == 1 and reply in rows[0][1], rows
 
 

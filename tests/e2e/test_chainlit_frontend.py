@@ -52,11 +52,12 @@ def frontend_server(server_factory, tmp_path_factory) -> Iterator[LiveServer]:
 @pytest.fixture(scope="module")
 def engine_frontend_server(server_factory, tmp_path_factory) -> LiveServer:
     """An engine-runtime app (its replies come from the box's engine) under Chainlit's frontend."""
-    return server_factory.start(
+    server: LiveServer = server_factory.start(
         CHAT_APP="tests.apps.web_app",
         CHAINLIT_FRONTEND_DIR=str(chainlit_build_dir()),
         ECHO_STATE_DIR=str(tmp_path_factory.mktemp("chainlit-echo")),
     )
+    return server
 
 
 class ChainlitTab:
