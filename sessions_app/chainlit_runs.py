@@ -109,6 +109,8 @@ class RunSteps:
             return [*self._close(), encoded]
         if encoded.event == "resume_thread":
             return [self._resumed(encoded)]
+        if encoded.event == "ask":
+            return self._ask(encoded)
         if encoded.event not in STEP_EVENTS:
             return [encoded]
         args = encoded.args
@@ -124,8 +126,23 @@ class RunSteps:
         if step.get("parentId") or self.user_message is None:
             return [encoded]
         opened = self._open()
-        placed = {**step, "parentId": self.open_run["id"]} if self.open_run else step
+        assert self.open_run is not None
+        placed = {**step, "parentId": self.open_run["id"]}
         return [*opened, encode_event(encoded.event, [placed, *args[1:]])]
+
+    def _ask(self, encoded: EncodedEvent) -> list[EncodedEvent]:
+        """An ask's question (``{msg, spec}``) is a message of the run, as a step sent is."""
+        args = encoded.args
+        payload = args[0] if args else None
+        if not isinstance(payload, dict):
+            return [encoded]
+        question = payload.get("msg")
+        if not isinstance(question, dict) or question.get("parentId") or self.user_message is None:
+            return [encoded]
+        opened = self._open()
+        assert self.open_run is not None
+        placed = {**payload, "msg": {**question, "parentId": self.open_run["id"]}}
+        return [*opened, encode_event("ask", [placed, *args[1:]])]
 
     def _open(self) -> list[EncodedEvent]:
         if self.open_run is not None or self.user_message is None:
