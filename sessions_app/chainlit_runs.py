@@ -101,6 +101,7 @@ class RunSteps:
     def __init__(self) -> None:
         self.user_message: dict[str, Any] | None = None  # the last user message shown
         self.open_run: dict[str, Any] | None = None  # the run its replies go under, once sent
+        self.shown_run: str | None = None  # the id of the last run sent (open or closed)
 
     def rewrite(self, encoded: EncodedEvent) -> list[EncodedEvent]:
         """The events to send for ``encoded`` (itself, changed or not, and runs opened or
@@ -145,9 +146,14 @@ class RunSteps:
         return [*opened, encode_event("ask", [placed, *args[1:]])]
 
     def _open(self) -> list[EncodedEvent]:
+        """Open the user message's run; sent once (a message after its ``task_end``, such as
+        Chainlit's note for a stopped task, goes under the run already shown, reopened)."""
         if self.open_run is not None or self.user_message is None:
             return []
         self.open_run = run_step(self.user_message, end=None)
+        if self.shown_run == self.open_run["id"]:
+            return []
+        self.shown_run = self.open_run["id"]
         self.open_run["start"] = _now()
         return [encode_event("new_message", [self.open_run])]
 
@@ -168,4 +174,5 @@ class RunSteps:
         if self.user_message is not None:
             # Replies still to come in the resumed turn go under its (finished) run.
             self.open_run = run_step(self.user_message, end=None)
+            self.shown_run = self.open_run["id"]
         return encode_event("resume_thread", [{**thread, "steps": nest_in_runs(thread["steps"])}, *args[1:]])
