@@ -5,7 +5,8 @@
   ``{pageInfo: {hasNextPage, startCursor, endCursor}, data: [ThreadDict]}``. The cursor is the
   last thread of the page before, as Chainlit's data layers page; ``userId`` is ignored (the
   caller's threads only, as Chainlit overwrites it); a search spends the search budget.
-- ``GET /project/thread/<id>``: the ThreadDict with its newest steps (``resume_thread``'s read).
+- ``GET /project/thread/<id>``: the ThreadDict with its newest steps (``resume_thread``'s read),
+  each turn's in its run (``sessions_app.chainlit_runs``).
 - ``PUT /project/thread`` ``{threadId, name}`` renames, ``DELETE /project/thread`` ``{threadId}``
   deletes; both answered ``{success: true}``.
 - ``GET /project/thread/<id>/element/<element id>``: an ElementDict.
@@ -25,6 +26,7 @@ from rest_framework.views import APIView
 
 from chainlit_compat.origin_check import CHAINLIT_AUTHENTICATION, NOT_IN_SCHEMA
 from media_app.elements import owned_element_dict
+from sessions_app.chainlit_runs import nest_in_runs
 from threads_app import selectors, services
 from threads_app.budgets import SEARCHES, BudgetThrottle
 from threads_app.models import Thread
@@ -133,7 +135,8 @@ class ThreadView(ChainlitView):
         found = selectors.resume_thread_dict(cast(User, request.user), thread_uuid(thread_id))
         if found is None:
             raise NotFound(NOT_FOUND)
-        return Response(found)
+        # Chainlit's frontend finds each turn's messages, and their feedback, in its run.
+        return Response({**found, "steps": nest_in_runs(found["steps"])})
 
 
 class ThreadChangeView(ChainlitView):

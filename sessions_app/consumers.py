@@ -11,6 +11,7 @@ from chatproject import tracing
 from sessions_app import actions, asks, lifecycle, limits, metrics
 from sessions_app.auth import user_for_token
 from sessions_app.chainlit_events import UNSERVED_EVENTS
+from sessions_app.chainlit_runs import RunSteps
 from sessions_app.chat import window_messages
 from sessions_app.chat.hooks import load_app
 from sessions_app.emitter import local_sockets, session_group
@@ -76,10 +77,19 @@ class ChatConsumer(SocketIOConsumer):
     thread_group: str | None = None  # the bus of the thread this socket shows
     # The session's numbered events, for a client that asked for offsets (``replay``).
     stream: SessionStream | None = None
+    # Chainlit's run steps drawn around a turn's messages, for a socket of Chainlit's frontend.
+    runs: RunSteps | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.asks_by_ack: dict[int, uuid.UUID] = {}  # ack id of an ``ask`` sent -> the ask
+
+    async def connect(self) -> None:
+        """A socket at Chainlit's path (its frontend's) is shown runs (``chainlit_runs``)."""
+        prefix = settings.CHAINLIT_PATH_PREFIX.rstrip("/")
+        if prefix and str(self.scope.get("path", "")).startswith(prefix + "/"):
+            self.runs = RunSteps()
+        await super().connect()
 
     def accepting_connections(self) -> bool:
         return not heartbeat.draining
@@ -259,6 +269,13 @@ class ChatConsumer(SocketIOConsumer):
     # --- asks answered by acknowledgement (Chainlit's way) ----------------------------------
 
     async def send_event(self, encoded: EncodedEvent) -> None:
+        if self.runs is None:
+            await self._send_event(encoded)
+            return
+        for each in self.runs.rewrite(encoded):
+            await self._send_event(each)
+
+    async def _send_event(self, encoded: EncodedEvent) -> None:
         """``ask`` goes out as a call: its acknowledgement is an answer (``socketio_ack``)."""
         if encoded.event != "ask":
             await super().send_event(encoded)

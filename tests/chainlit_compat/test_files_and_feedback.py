@@ -2,6 +2,7 @@
 session) and read, and its feedback endpoints, in Chainlit's payloads and answers."""
 
 import uuid
+from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -12,6 +13,7 @@ from sessions_app.models import SocketSession
 from tests.chainlit_compat.helpers import P, browser_of, thread_with_reply
 from tests.media_app.photos import photo
 from threads_app.models import Feedback
+from threads_app.services import upsert_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,4 +115,47 @@ def test_feedback_at_chainlits_path_in_chainlits_payload(user, other_user):
     client.defaults["HTTP_ORIGIN"] = "http://testserver"
     removed = client.delete(f"{P}/feedback", {"feedbackId": str(stored.pk)}, content_type="application/json")
     assert removed.status_code == 200 and removed.json() == {"success": True}
+    assert Feedback.objects.count() == 0
+
+
+def run_of(thread_dict: dict[str, Any]) -> dict[str, Any]:
+    runs: list[dict[str, Any]] = [s for s in thread_dict["steps"] if s["type"] == "run"]
+    assert len(runs) == 1, thread_dict["steps"]
+    return runs[0]
+
+
+def test_a_threads_turn_reads_inside_its_run_whose_feedback_is_stored_on_the_reply(user, other_user):
+    """Chainlit's frontend rates runs (the thumbs sit on a run's last reply): the thread read
+    nests the turn in a run after its user message, a thumbs up on the run's id is stored on
+    the reply, and the next read shows it on the run."""
+    thread, asked, answer = thread_with_reply(user)
+    client = browser_of(user)
+    read = client.get(f"{P}/project/thread/{thread.pk}").json()
+    run = run_of(read)
+    steps = {s["id"]: s for s in read["steps"]}
+    assert (run["name"], run["parentId"], bool(run["end"])) == ("on_message", str(asked.pk), True), run
+    assert steps[str(answer.pk)]["parentId"] == run["id"], read["steps"]
+    assert steps[str(asked.pk)]["parentId"] is None and "feedback" not in run
+    body = {"feedback": {"forId": run["id"], "value": 1, "threadId": str(thread.pk)}, "sessionId": ""}
+    assert (
+        browser_of(other_user).put(f"{P}/feedback", body, content_type="application/json").status_code == 404
+    )
+    given = client.put(f"{P}/feedback", body, content_type="application/json")
+    assert given.status_code == 200, given.content
+    stored = Feedback.objects.get()
+    assert (stored.step_id, stored.value, str(stored.pk)) == (answer.pk, 1, given.json()["feedbackId"])
+    again = run_of(client.get(f"{P}/project/thread/{thread.pk}").json())
+    assert again["feedback"]["value"] == 1 and again["feedback"]["id"] == given.json()["feedbackId"], again
+
+
+def test_a_run_with_no_reply_and_a_made_up_id_are_not_found(user):
+    thread, _, _ = thread_with_reply(user)
+    upsert_step(thread.pk, uuid.uuid4(), type="user_message", name="user", output="unanswered")
+    client = browser_of(user)
+    runs = [s for s in client.get(f"{P}/project/thread/{thread.pk}").json()["steps"] if s["type"] == "run"]
+    assert len(runs) == 2, runs
+    for for_id in (runs[1]["id"], str(uuid.uuid4())):
+        body = {"feedback": {"forId": for_id, "value": 0, "threadId": str(thread.pk)}}
+        answered = client.put(f"{P}/feedback", body, content_type="application/json")
+        assert answered.status_code == 404, (for_id, answered.content)
     assert Feedback.objects.count() == 0

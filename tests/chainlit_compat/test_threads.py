@@ -124,8 +124,11 @@ def test_read_a_thread_with_its_steps(user, other_user):
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["id"] == str(thread.pk) and body["userIdentifier"] == "owner"
-    assert [s["id"] for s in body["steps"]] == [str(asked.pk), str(answer.pk)]
-    assert body["steps"][1]["output"] == "an answer"
+    # The turn reads inside its run, as Chainlit's on_message is (``chainlit_runs``).
+    steps = body["steps"]
+    assert [s["type"] for s in steps] == ["user_message", "run", "assistant_message"], steps
+    assert [steps[0]["id"], steps[2]["id"]] == [str(asked.pk), str(answer.pk)]
+    assert steps[2]["output"] == "an answer" and steps[2]["parentId"] == steps[1]["id"]
     for foreign in (thread_with_reply(other_user)[0].pk, uuid.uuid4(), "not-a-uuid"):
         assert client.get(f"{P}/project/thread/{foreign}").status_code == 404
 

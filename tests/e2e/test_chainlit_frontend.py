@@ -2,7 +2,7 @@
 ``manage.py install_chainlit_frontend``) served by Tether under ``CHAINLIT_PATH_PREFIX`` and
 driven in Debian's Chromium against a Chainlit-style app (``tests.apps.chainlit_frontend_app``):
 sign in, starters, a reply streamed token by token, stop, a thread resumed from the sidebar, an
-ask. Every page runs under the frontend's policy with no violation, raises no script error,
+ask, and thumbs on a reply (of that app and of an engine-runtime app, ``tests.apps.web_app``). Every page runs under the frontend's policy with no violation, raises no script error,
 shows no message twice and asks nothing of another origin but the two style sheets Chainlit's
 index.html names (the Inter font and KaTeX's CSS, refused here: the tests run offline)."""
 
@@ -10,12 +10,15 @@ import re
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from asgiref.sync import sync_to_async
 from playwright.async_api import Browser, Page, expect
 
 from tests.e2e.test_web_ui import DESKTOP, SCREENSHOTS
 from tests.support.chainlit_build import chainlit_build_dir
 from tests.support.redis_server import PrivateRedis
 from tests.support.server import LiveServer
+from tests.support.waiting import wait_until_async
+from threads_app.models import Feedback
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,6 +47,17 @@ def frontend_server(server_factory, tmp_path_factory) -> Iterator[LiveServer]:
         yield server_factory.start(
             CHAT_APP="tests.apps.chainlit_frontend_app", CHAINLIT_FRONTEND_DIR=str(build), REDIS_URL=redis.url
         )
+
+
+@pytest.fixture(scope="module")
+def engine_frontend_server(server_factory, tmp_path_factory) -> LiveServer:
+    """An engine-runtime app (its replies come from the box's engine) under Chainlit's frontend."""
+    server: LiveServer = server_factory.start(
+        CHAT_APP="tests.apps.web_app",
+        CHAINLIT_FRONTEND_DIR=str(chainlit_build_dir()),
+        ECHO_STATE_DIR=str(tmp_path_factory.mktemp("chainlit-echo")),
+    )
+    return server
 
 
 class ChainlitTab:
@@ -86,11 +100,10 @@ class ChainlitTab:
         assert self.elsewhere == [], self.elsewhere
 
 
-@pytest.fixture
-async def tab(browser: Browser, frontend_server) -> AsyncIterator[ChainlitTab]:
+async def _open_tab(browser: Browser, server: LiveServer) -> AsyncIterator[ChainlitTab]:
     context = await browser.new_context(viewport=DESKTOP)
     await context.add_init_script(PROBES)
-    here = frontend_server.url
+    here = server.url
     chainlit_tab: ChainlitTab | None = None
 
     async def route(route) -> None:
@@ -108,6 +121,34 @@ async def tab(browser: Browser, frontend_server) -> AsyncIterator[ChainlitTab]:
     chainlit_tab = ChainlitTab(await context.new_page(), here + PREFIX)
     yield chainlit_tab
     await context.close()
+
+
+@pytest.fixture
+async def tab(browser: Browser, frontend_server) -> AsyncIterator[ChainlitTab]:
+    async for opened in _open_tab(browser, frontend_server):
+        yield opened
+
+
+# Each app kind: its server's fixture, its greeting (if any), the message sent, the reply rated.
+FEEDBACK_APPS = {
+    "hooks": ("frontend_server", None, "rate me", "You said: rate me"),
+    "engine": ("engine_frontend_server", "I echo what you send", "rate me", "Echo #1: rate me"),
+}
+
+
+@pytest.fixture(params=sorted(FEEDBACK_APPS))
+async def app_tab(request, browser: Browser) -> AsyncIterator[tuple[str, ChainlitTab]]:
+    server = request.getfixturevalue(FEEDBACK_APPS[request.param][0])
+    async for opened in _open_tab(browser, server):
+        yield request.param, opened
+
+
+@sync_to_async
+def stored_feedback(user) -> list[tuple[int, str, str, str]]:
+    """The user's feedback rows: value, comment, and the rated step's type and output."""
+    return list(
+        Feedback.objects.filter(user=user).values_list("value", "comment", "step__type", "step__output")
+    )
 
 
 async def test_sign_in_starters_and_a_reply_streamed_token_by_token(tab, make_user):
@@ -242,3 +283,47 @@ async def test_a_sent_message_is_edited_and_answered_again(tab, make_user):
     await expect(tab.messages("assistant_message").filter(has_text="You said: second")).to_have_count(0)
     await tab.shot("edited")
     await tab.check_clean()
+
+
+async def test_thumbs_up_on_a_reply_is_stored_and_shown_again_after_a_reload(app_tab, make_user):
+    """Chainlit's frontend shows thumbs on a finished run's last reply (Tether draws the run
+    on the wire); the click is stored on that reply, and a reload shows it given."""
+    kind, tab = app_tab
+    _, greeting, message, answer = FEEDBACK_APPS[kind]
+    user = make_user()
+    await tab.sign_in(user)
+    if greeting:  # the composer takes a message once the chat's start has shown it
+        await expect(tab.messages("assistant_message").first).to_contain_text(greeting)
+    await tab.send(message)
+    reply = tab.messages("assistant_message").filter(has_text=answer)
+    await expect(reply).to_have_count(1)
+    up = reply.locator(".positive-feedback-off")
+    await expect(up).to_be_visible()
+    await expect(up).to_be_enabled()
+    # The user's own message has none.
+    await expect(tab.messages("user_message").locator(".positive-feedback-off")).to_have_count(0)
+    await up.click()
+    await tab.page.locator("[role=dialog] textarea").fill("Right answer.")
+    await tab.page.click("#submit-feedback")
+    await expect(reply.locator(".positive-feedback-on")).to_be_visible()
+    await wait_until_async(lambda: _stored_is(user, [(1, "Right answer.")]))
+    rows = await stored_feedback(user)
+    assert [(v, c, t) for v, c, t, _ in rows] == [(1, "Right answer.", "assistant_message")], rows
+    assert answer in rows[0][3], rows
+
+    # A new page (Chainlit's stays at its root for a new chat) resumes the thread from the list.
+    await tab.page.reload()
+    thread = tab.page.locator("#thread-history li[id^=thread-]")
+    await expect(thread).to_have_count(1)
+    await thread.click()
+    await expect(tab.page).to_have_url(re.compile(re.escape(PREFIX) + "/thread/"))
+    reply = tab.messages("assistant_message").filter(has_text=answer)
+    await expect(reply).to_have_count(1)
+    await expect(reply.locator(".positive-feedback-on")).to_be_visible()
+    await expect(reply.locator(".negative-feedback-off")).to_be_visible()
+    await tab.shot(f"feedback-{kind}")
+    await tab.check_clean()
+
+
+async def _stored_is(user, wanted: list[tuple[int, str]]) -> bool:
+    return [(v, c) for v, c, _t, _o in await stored_feedback(user)] == wanted

@@ -3,8 +3,9 @@
 // the socket left on its default transports. Only the server URL names Tether: it comes from
 // the page's ?server= (Tether's CHAINLIT_PATH_PREFIX, e.g. http://127.0.0.1:8000/chainlit).
 //
-// For the tests (tests/e2e/test_react_client_app.py) it shows every top-level message as
-// <li data-type data-id>, the socket's state on #status, and keeps what the socket saw in
+// For the tests (tests/e2e/test_react_client_app.py) it shows every message as <li data-type
+// data-id>, in the tree's order: Chainlit sends a turn's replies inside the run step its
+// on_message runs in (their parentId), so an app lists a message's steps after it, the socket's state on #status, and keeps what the socket saw in
 // window.__events and window.__transports, so a failure can print it.
 import { useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
@@ -77,6 +78,11 @@ function watch(socket) {
   };
 }
 
+// The messages of the tree in order: each step, then its own steps; runs and tool steps unlisted.
+function listed(steps) {
+  return steps.flatMap((m) => [...(m.type.includes("message") ? [m] : []), ...listed(m.steps || [])]);
+}
+
 function Chat() {
   const { connect, session } = useChatSession();
   const { messages, threadId } = useChatMessages();
@@ -108,7 +114,7 @@ function Chat() {
         {connected ? "connected" : "not connected"}
       </p>
       <ul id="messages">
-        {messages.map((m) => (
+        {listed(messages).map((m) => (
           <li key={m.id} className="message" data-type={m.type} data-id={m.id}>
             {m.output}
           </li>
