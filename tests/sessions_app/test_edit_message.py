@@ -25,6 +25,12 @@ async def outputs(thread_id: str) -> list[str]:
     return [s.output async for s in Step.objects.filter(thread_id=thread_id).order_by("seq")]
 
 
+def ended(tab: Any) -> bool:
+    """The tab's last turn ended (its last ``task_start`` has a ``task_end`` after it)."""
+    names = [name for name, _ in tab.events]
+    return "task_start" not in names or "task_end" in names[len(names) - names[::-1].index("task_start") :]
+
+
 async def resumed_outputs(server: Any, user: Any, thread_id: str) -> list[str]:
     """What a reload (a new tab resuming the thread) shows."""
     tab = await signed_in(server, user)
@@ -86,6 +92,11 @@ async def test_an_edit_replaces_the_rest_of_the_thread_in_every_tab_and_after_a_
 
     kept = await outputs(thread_id)
     assert kept[:2] == ["greeting", "ctx"] and len(kept) == 3 and kept[2].startswith('{"len"'), kept
+    # ... and the new answer, live and once, as the editing tab does (not only after a reload).
+    await other.wait_for(lambda c: kept[2] in c.texts(), 30)
+    answers = [m for m in other.named("new_message") if m["output"] == kept[2]]
+    (mine,) = [m for m in sender.named("new_message") if m["output"] == kept[2]]
+    assert answers == [mine], other.events
     assert await resumed_outputs(server, user, thread_id) == kept
     for tab in (sender, other):
         assert "error" not in [name for name, _ in tab.events], tab.events
@@ -103,6 +114,8 @@ async def test_an_edit_names_a_message_of_this_thread_only(server, make_user):
     await theirs.start()
     await theirs.send("theirs")
     await theirs.wait_text("echo: theirs")
+    for tab in (mine, theirs):  # their turns are over: an edit is refused for its id alone
+        await tab.wait_for(ended, 30)
 
     # Another user's message id, an unknown id, the assistant's reply, and empty text.
     foreign = await theirs.call("edit_message", {"message": {"id": own_id, "output": "hijacked"}})
