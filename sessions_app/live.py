@@ -239,6 +239,11 @@ class LiveSession:
             meter.output()
         await self._show(event, data)
 
+    def shows_on_thread(self) -> bool:
+        """The running turn's output goes on the thread's bus already (it answers an edit):
+        code that publishes one of its messages there itself must not do it again."""
+        return _answer_shown_on_thread.get()
+
     async def _show(self, event: str, data: Any) -> None:
         """Deliver an event of the session; a turn answering an edit shows its output on the
         thread's bus as well (encoded once for both)."""

@@ -87,8 +87,10 @@ class AskUserMessage(AskMessageBase):
         if not session.has_first_interaction:
             await lifecycle.first_interaction(session, reply.content)
         await reply.send()
-        shown = reply.shown_dict()
-        await publish_on_thread(session.thread_id, "new_message", shown, skip_session=session.id)
+        if not session.shows_on_thread():
+            await publish_on_thread(
+                session.thread_id, "new_message", reply.shown_dict(), skip_session=session.id
+            )
         return reply.to_dict()
 
 
@@ -131,7 +133,7 @@ class AskActionMessage(AskMessageBase):
         self.message.content = text
         await self.message.update()
         session = require_session()
-        if session.has_first_interaction:
+        if session.has_first_interaction and not session.shows_on_thread():
             await publish_on_thread(
                 session.thread_id, "update_message", self.message.to_dict(), skip_session=session.id
             )

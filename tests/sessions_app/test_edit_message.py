@@ -8,6 +8,7 @@ reload shows the edited conversation. Engine-runtime apps refuse: their engine r
 conversation itself and could not forget what followed.
 """
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -165,3 +166,41 @@ async def test_an_engine_runtime_app_refuses_an_edit_and_keeps_its_transcript(en
     assert not client.named("delete_message"), client.named("delete_message")
     assert await resumed_outputs(engine_server, user, thread_id) == before
     await client.disconnect()
+
+
+@pytest.fixture(scope="module")
+def asks_server(server_factory: Any) -> Any:
+    return server_factory.start(CHAT_APP="tests.apps.asks_app")
+
+
+async def test_an_edit_whose_answer_asks_shows_the_question_and_answer_once_in_another_tab(
+    asks_server, make_user
+):
+    user = make_user()
+    sender = await signed_in(asks_server, user)
+    await sender.start()
+    first = str(uuid.uuid4())
+    thread_id = (await sender.send("first", first))["threadId"]
+    await sender.wait_for(ended, 30)
+    other = await signed_in(asks_server, user)
+    await other.start(thread_id=thread_id)
+    await other.wait_event("resume_thread", timeout=30)
+    await other.wait_for(ended, 30)
+    other.events.clear()
+
+    assert "error" not in await sender.call("edit_message", {"message": {"id": first, "output": "ask name"}})
+    (ask,) = await sender.wait_event("ask", timeout=30)
+    answered = await sender.call("ask_answer", {"askId": ask["spec"]["askId"], "answer": {"output": "Ann"}})
+    assert answered.get("success"), answered
+    await other.wait_text("Hello, Ann!", timeout=30)
+    await sender.wait_for(ended, 30)
+    await asyncio.sleep(0.5)  # a second copy of anything would have come by now
+    shown = [(m["id"], m["output"]) for m in other.named("new_message")]
+    assert sorted(set(shown)) == sorted(shown), other.events  # nothing twice
+    assert [o for _, o in shown] == ["What is your name?", "Ann", "Hello, Ann!"], other.events
+    assert len(other.named("ask")) == 1, other.events
+    # What the other tab shows live is what a reload reads.
+    assert await resumed_outputs(asks_server, user, thread_id) == ["ask name", *[o for _, o in shown]]
+    for tab in (sender, other):
+        assert "error" not in [name for name, _ in tab.events], tab.events
+        await tab.disconnect()
