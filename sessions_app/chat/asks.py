@@ -30,7 +30,9 @@ class AskMessageBase:
         raise_on_timeout: bool,
         actions: list[Action] | None,
     ) -> None:
-        self.message = Message(content, author=author, actions=actions)
+        # Marked a question (``metadata.notice``): it answers nothing, so the page offers no
+        # feedback or Copy on it.
+        self.message = Message(content, author=author, actions=actions, metadata={"notice": "ask"})
         self.content = content
         self.timeout = timeout
         self.raise_on_timeout = raise_on_timeout
