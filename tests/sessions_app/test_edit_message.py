@@ -139,8 +139,10 @@ async def test_an_edit_waits_for_the_reply_in_progress(server, make_user):
     first = str(uuid.uuid4())
     thread_id = (await client.send("first", first))["threadId"]
     await client.wait_text("echo: first")
+    await client.wait_for(ended, 30)
+    started = len(client.named("task_start"))
     await client.send("sleep 2")
-    await client.wait_event("task_start", count=2, timeout=30)
+    await client.wait_event("task_start", count=started + 1, timeout=30)  # the sleep's turn
     busy = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
     assert busy == {"error": "wait for the reply (or stop it) before editing a message"}, busy
     await client.wait_text("slept", timeout=30)
