@@ -174,3 +174,32 @@ async def test_a_queued_send_is_still_queued_after_a_reload(open_engine: PageOpe
     await expect(queued.locator(".msg-status")).to_have_text(re.compile("^Queued"))
     await chat.wait_reply("Echo #2: the second message")
     await chat.assert_clean()
+
+
+@pytest.fixture(scope="module")
+def hooks_server(server_factory: Any) -> Any:
+    """A hooks-API app whose ``slowstream N SECONDS`` streams N tokens, a pause before each."""
+    return server_factory.start(CHAT_APP="tests.apps.lifecycle_app")
+
+
+@pytest.fixture
+async def open_hooks(browser: Browser, hooks_server: Any) -> AsyncIterator[PageOpener]:
+    async for open_page in _page_opener(browser, hooks_server.url):
+        yield open_page
+
+
+async def test_a_stop_of_a_hooks_api_reply_is_said_once(open_hooks: PageOpener, make_user: Any) -> None:
+    chat = await open_hooks()
+    await chat.sign_in(make_user())
+    await not_a_reply(chat, "greeting")
+    await chat.send("slowstream 60 0.1")
+    await expect(chat.streaming.locator(".msg-body")).to_contain_text("t2")
+    await chat.page.keyboard.press("Escape")
+    await expect(chat.stopped_replies).to_have_count(1)
+    notice = chat.locator("#transcript > .msg-assistant").filter(has_text="Task manually stopped.")
+    await expect(notice).to_have_count(1)
+    await expect(notice).to_be_hidden()
+    await chat.reload()
+    await expect(chat.stopped_replies).to_have_count(1)
+    await expect(notice).to_be_hidden()
+    await chat.assert_clean()
