@@ -442,7 +442,9 @@ async def stop(live: LiveSession) -> None:
         await _cancel_turn(live)
     token = live.activate()
     try:
-        await Message(STOPPED_TEXT).send()
+        # A notice, not a reply (``metadata.notice``): the page says a stop once, by the
+        # reply it cut when there is one, and offers no feedback on it.
+        await Message(STOPPED_TEXT, metadata={"notice": "stopped"}).send()
     finally:
         live.deactivate(token)
     await _call_in_session(live, load_app().on_stop)

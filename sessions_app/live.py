@@ -13,7 +13,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from contextvars import Token
+from contextvars import ContextVar, Token
 from typing import Any
 
 from django.conf import settings
@@ -59,6 +59,11 @@ MAX_WAITING_CLICKS = 4
 
 # Events that show something of a turn's answer: the first one is its "first token".
 OUTPUT_EVENTS = frozenset({"stream_start", "stream_token", "new_message", "update_message"})
+
+# The running turn answers an edited message: its output goes to every tab of the thread too.
+# Those tabs were told of the edit (its deletions, the rewritten message) on the thread's bus,
+# so they show its new answer as the editing tab does; other turns' output stays this socket's.
+_answer_shown_on_thread: ContextVar[bool] = ContextVar("tether_answer_shown_on_thread", default=False)
 
 
 class _TurnLost(Exception):
@@ -232,7 +237,22 @@ class LiveSession:
             await self.flush_reply()
         if event in OUTPUT_EVENTS and (meter := metrics.current_meter.get()) is not None:
             meter.output()
-        await emit_to_session(self.id, event, data)
+        await self._show(event, data)
+
+    def shows_on_thread(self) -> bool:
+        """The running turn's output goes on the thread's bus already (it answers an edit):
+        code that publishes one of its messages there itself must not do it again."""
+        return _answer_shown_on_thread.get()
+
+    async def _show(self, event: str, data: Any) -> None:
+        """Deliver an event of the session; a turn answering an edit shows its output on the
+        thread's bus as well (encoded once for both)."""
+        if event not in OUTPUT_EVENTS or not _answer_shown_on_thread.get():
+            await emit_to_session(self.id, event, data)
+            return
+        shown = encode_event(event, [data])
+        await emit_encoded(self.id, shown)
+        await publish_encoded(self.thread_id, shown, skip_session=self.id)
 
     async def save_message(self, message: Message | Step) -> None:
         """Write a message or a step to the transcript (or keep it until the thread exists)."""
@@ -291,7 +311,7 @@ class LiveSession:
         self._written(pending.message, written)
         if (meter := metrics.current_meter.get()) is not None:
             meter.output()
-        await emit_to_session(self.id, pending.event, pending.message.shown_dict())
+        await self._show(pending.event, pending.message.shown_dict())
 
     async def _reply_for_release(self) -> PendingReply | None:
         """The pending reply, taken for the release's database call (after a flush under way)."""
@@ -411,7 +431,9 @@ class LiveSession:
             await on_message(message)
 
     async def answer_again(self, on_message: Callable[[Message], Awaitable[Any]], message: Message) -> None:
-        """``on_message`` for an edited message: the steps it opens nest under it, as a send's."""
+        """``on_message`` for an edited message: the steps it opens nest under it, as a send's,
+        and every tab of the thread sees its answer."""
+        _answer_shown_on_thread.set(True)
         turn_message.set(message.id)
         turn_message_shown_as.set(client_id_of(message.to_dict()))
         await on_message(message)

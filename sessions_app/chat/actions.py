@@ -78,6 +78,6 @@ async def _remove_stored(session: "LiveSession", action: Action) -> bool:
     if step is None:
         return False
     await session.emit("update_message", step)
-    if session.has_first_interaction:
+    if session.has_first_interaction and not session.shows_on_thread():
         await publish_on_thread(session.thread_id, "update_message", step, skip_session=session.id)
     return True

@@ -30,7 +30,9 @@ class AskMessageBase:
         raise_on_timeout: bool,
         actions: list[Action] | None,
     ) -> None:
-        self.message = Message(content, author=author, actions=actions)
+        # Marked a question (``metadata.notice``): it answers nothing, so the page offers no
+        # feedback or Copy on it.
+        self.message = Message(content, author=author, actions=actions, metadata={"notice": "ask"})
         self.content = content
         self.timeout = timeout
         self.raise_on_timeout = raise_on_timeout
@@ -87,8 +89,10 @@ class AskUserMessage(AskMessageBase):
         if not session.has_first_interaction:
             await lifecycle.first_interaction(session, reply.content)
         await reply.send()
-        shown = reply.shown_dict()
-        await publish_on_thread(session.thread_id, "new_message", shown, skip_session=session.id)
+        if not session.shows_on_thread():
+            await publish_on_thread(
+                session.thread_id, "new_message", reply.shown_dict(), skip_session=session.id
+            )
         return reply.to_dict()
 
 
@@ -131,7 +135,7 @@ class AskActionMessage(AskMessageBase):
         self.message.content = text
         await self.message.update()
         session = require_session()
-        if session.has_first_interaction:
+        if session.has_first_interaction and not session.shows_on_thread():
             await publish_on_thread(
                 session.thread_id, "update_message", self.message.to_dict(), skip_session=session.id
             )

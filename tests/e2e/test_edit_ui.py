@@ -96,10 +96,11 @@ async def test_editing_a_sent_message_replaces_what_followed_it_everywhere(
         await shows(chat, expected)
         await screens.check("edited")
 
-        # The other tab: what followed the message is gone, the message rewritten; a reload
-        # (of either tab) reads the same from the transcript.
+        # The other tab, live: what followed the message is gone, the message rewritten, the
+        # new answer shown once; a reload (of either tab) reads the same from the transcript.
         await expect(other.reply("You said: second")).to_have_count(0)
         await expect(other.locator("#transcript > .msg-user .msg-body")).to_have_text(["first, edited"])
+        await shows(other, expected)
         await other.reload()
         await shows(other, expected)
         await chat.reload()

@@ -8,6 +8,7 @@ reload shows the edited conversation. Engine-runtime apps refuse: their engine r
 conversation itself and could not forget what followed.
 """
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -23,6 +24,12 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
 async def outputs(thread_id: str) -> list[str]:
     return [s.output async for s in Step.objects.filter(thread_id=thread_id).order_by("seq")]
+
+
+def ended(tab: Any) -> bool:
+    """The tab's last turn ended (its last ``task_start`` has a ``task_end`` after it)."""
+    names = [name for name, _ in tab.events]
+    return "task_start" not in names or "task_end" in names[len(names) - names[::-1].index("task_start") :]
 
 
 async def resumed_outputs(server: Any, user: Any, thread_id: str) -> list[str]:
@@ -86,6 +93,11 @@ async def test_an_edit_replaces_the_rest_of_the_thread_in_every_tab_and_after_a_
 
     kept = await outputs(thread_id)
     assert kept[:2] == ["greeting", "ctx"] and len(kept) == 3 and kept[2].startswith('{"len"'), kept
+    # ... and the new answer, live and once, as the editing tab does (not only after a reload).
+    await other.wait_for(lambda c: kept[2] in c.texts(), 30)
+    answers = [m for m in other.named("new_message") if m["output"] == kept[2]]
+    (mine,) = [m for m in sender.named("new_message") if m["output"] == kept[2]]
+    assert answers == [mine], other.events
     assert await resumed_outputs(server, user, thread_id) == kept
     for tab in (sender, other):
         assert "error" not in [name for name, _ in tab.events], tab.events
@@ -103,6 +115,8 @@ async def test_an_edit_names_a_message_of_this_thread_only(server, make_user):
     await theirs.start()
     await theirs.send("theirs")
     await theirs.wait_text("echo: theirs")
+    for tab in (mine, theirs):  # their turns are over: an edit is refused for its id alone
+        await tab.wait_for(ended, 30)
 
     # Another user's message id, an unknown id, the assistant's reply, and empty text.
     foreign = await theirs.call("edit_message", {"message": {"id": own_id, "output": "hijacked"}})
@@ -125,8 +139,10 @@ async def test_an_edit_waits_for_the_reply_in_progress(server, make_user):
     first = str(uuid.uuid4())
     thread_id = (await client.send("first", first))["threadId"]
     await client.wait_text("echo: first")
+    await client.wait_for(ended, 30)
+    started = len(client.named("task_start"))
     await client.send("sleep 2")
-    await client.wait_event("task_start", count=2, timeout=30)
+    await client.wait_event("task_start", count=started + 1, timeout=30)  # the sleep's turn
     busy = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
     assert busy == {"error": "wait for the reply (or stop it) before editing a message"}, busy
     await client.wait_text("slept", timeout=30)
@@ -152,3 +168,41 @@ async def test_an_engine_runtime_app_refuses_an_edit_and_keeps_its_transcript(en
     assert not client.named("delete_message"), client.named("delete_message")
     assert await resumed_outputs(engine_server, user, thread_id) == before
     await client.disconnect()
+
+
+@pytest.fixture(scope="module")
+def asks_server(server_factory: Any) -> Any:
+    return server_factory.start(CHAT_APP="tests.apps.asks_app")
+
+
+async def test_an_edit_whose_answer_asks_shows_the_question_and_answer_once_in_another_tab(
+    asks_server, make_user
+):
+    user = make_user()
+    sender = await signed_in(asks_server, user)
+    await sender.start()
+    first = str(uuid.uuid4())
+    thread_id = (await sender.send("first", first))["threadId"]
+    await sender.wait_for(ended, 30)
+    other = await signed_in(asks_server, user)
+    await other.start(thread_id=thread_id)
+    await other.wait_event("resume_thread", timeout=30)
+    await other.wait_for(ended, 30)
+    other.events.clear()
+
+    assert "error" not in await sender.call("edit_message", {"message": {"id": first, "output": "ask name"}})
+    (ask,) = await sender.wait_event("ask", timeout=30)
+    answered = await sender.call("ask_answer", {"askId": ask["spec"]["askId"], "answer": {"output": "Ann"}})
+    assert answered.get("success"), answered
+    await other.wait_text("Hello, Ann!", timeout=30)
+    await sender.wait_for(ended, 30)
+    await asyncio.sleep(0.5)  # a second copy of anything would have come by now
+    shown = [(m["id"], m["output"]) for m in other.named("new_message")]
+    assert sorted(set(shown)) == sorted(shown), other.events  # nothing twice
+    assert [o for _, o in shown] == ["What is your name?", "Ann", "Hello, Ann!"], other.events
+    assert len(other.named("ask")) == 1, other.events
+    # What the other tab shows live is what a reload reads.
+    assert await resumed_outputs(asks_server, user, thread_id) == ["ask name", *[o for _, o in shown]]
+    for tab in (sender, other):
+        assert "error" not in [name for name, _ in tab.events], tab.events
+        await tab.disconnect()

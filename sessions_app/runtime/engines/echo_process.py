@@ -6,6 +6,7 @@ ends every turn with a ``result``, and obeys directives for tests, one per line 
 of a message:
 
 - ``!slow SECONDS``: wait that long before each token (the box option ``slow`` sets a default);
+  words after a directive on its line are part of the message;
 - ``!fail``: end the turn with an error result;
 - ``!crash``: exit abruptly after the first token;
 - ``!tool``: call a (pretend) tool first, reporting the call and its result.
@@ -46,6 +47,14 @@ class Conversation:
         tmp.replace(self.path)
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def parse(content: list[dict[str, Any]], default_slow: float) -> tuple[str, int, dict[str, Any]]:
     text = "\n\n".join(block.get("text", "") for block in content if block.get("type") == "text")
     images = sum(1 for block in content if block.get("type") == "image")
@@ -53,12 +62,18 @@ def parse(content: list[dict[str, Any]], default_slow: float) -> tuple[str, int,
     lines = []
     for line in text.splitlines():
         word = line.strip().split(" ")
-        if word[0] == "!slow" and len(word) > 1:
+        # The words after a directive on its line are the message's ("!slow 0.2 hello").
+        if word[0] == "!slow" and len(word) > 1 and _is_number(word[1]):
             directives["slow"] = float(word[1])
+            rest = word[2:]
         elif word[0] in ("!fail", "!crash", "!tool"):
             directives[word[0][1:]] = True
+            rest = word[1:]
         else:
             lines.append(line)
+            continue
+        if " ".join(rest).strip():
+            lines.append(" ".join(rest))
     return "\n".join(lines).strip(), images, directives
 
 

@@ -157,7 +157,18 @@ const older = new OlderSteps(dom.messages, dom.transcript, {
 const uploads = config.uploads ?? { accept: ["image/png", "image/jpeg", "image/gif", "image/webp"] };
 
 /** Draw a step into its element, with its feedback bar, buttons and elements when it takes them. */
+/** An assistant message before the thread's first user message (a greeting) answers
+ * nothing: it gets no thumbs or Copy (render.js `answersSomething`). Known only while the
+ * page shows the thread from its start. */
+function markOpening(step) {
+  if (step.type !== "assistant_message" || older.before != null) return;
+  const entries = state.transcript.entries;
+  const at = state.transcript.indexOf(step.id);
+  step.opening = !entries.slice(0, at === -1 ? entries.length : at).some((e) => e.type === "user_message");
+}
+
 function draw(node, step) {
+  markOpening(step);
   fillStep(node, step);
   feedback.decorate(node, step);
   asks?.decorate(node, step);
@@ -181,6 +192,7 @@ function place(step) {
   let node = elements.get(step.id);
   if (node) draw(node, step);
   else {
+    markOpening(step);
     node = stepElement(step);
     feedback.decorate(node, step);
     asks?.decorate(node, step);
@@ -271,8 +283,14 @@ function reconcile() {
 }
 
 function addPending(items) {
-  state.pending = [...state.pending, ...items];
+  state.pending = [...state.pending, ...items.map(queuedIfBehind)];
   reconcile();
+}
+
+/** A send read back from the server (a reload's bootstrap) learned no ack saying it waits:
+ * while a reply runs it waits behind it, as its ack said before the reload ("Queued"). */
+function queuedIfBehind(item) {
+  return state.running && item.readBack && item.state === "pending" ? { ...item, state: "queued" } : item;
 }
 
 /** A new status of a send this page shows (nothing for one it does not): one more copy of
@@ -285,7 +303,7 @@ function setPending(id, changes) {
 /** Pending copies of bootstrap's `pending` and `failed` sends, oldest first. */
 function openSends({ pending = [], failed = [] }) {
   const items = [
-    ...pending.map((p) => ({ ...p, state: "pending" })),
+    ...pending.map((p) => ({ ...p, state: "pending", readBack: true })),
     ...failed.map(({ messageId, reason, ...rest }) => ({
       ...rest,
       id: messageId,
@@ -312,6 +330,8 @@ function updateView() {
 
 function setRunning(running) {
   state.running = running;
+  const behind = state.pending.filter((p) => queuedIfBehind(p) !== p);
+  if (behind.length) addPending(behind.map((p) => ({ id: p.id, state: "queued" })));
   dom.working.hidden = !running;
   dom.stop.hidden = !running;
   editor.setBusy(running);

@@ -9,16 +9,17 @@
 
 import * as api from "./api.js";
 import { gettext, interpolate } from "./i18n.js";
-import { el, icon } from "./render.js";
+import { answersSomething, el, icon } from "./render.js";
 
 const VERDICTS = {
   1: { name: "up", label: gettext("Good reply"), title: gettext("Thumbs up") },
   0: { name: "down", label: gettext("Bad reply"), title: gettext("Thumbs down") },
 };
 
-/** Whether a step takes feedback: a finished assistant reply the server has stored. */
+/** Whether a step takes feedback: a finished assistant reply the server has stored (not a
+ * greeting or a notice, which answer nothing). */
 export function ratable(step) {
-  return step.type === "assistant_message" && !step.streaming && !step.isError;
+  return step.type === "assistant_message" && !step.streaming && !step.isError && answersSomething(step);
 }
 
 export class FeedbackControls {

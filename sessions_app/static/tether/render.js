@@ -154,6 +154,13 @@ function avatarOf(step) {
   return avatar;
 }
 
+/** Whether an assistant message answers something, and so takes thumbs and Copy: not a
+ * notice (a question the app asks, a stop's notice: `metadata.notice`, set by the server)
+ * nor a greeting (`opening`: before the thread's first user message, chat.js says). */
+export function answersSomething(step) {
+  return !step.metadata?.notice && !step.opening;
+}
+
 /** A transcript step as a list item (`<li class="msg ...">`), filled by fillStep(). */
 export function stepElement(step) {
   const item = el("li", "msg");
@@ -170,6 +177,8 @@ export function fillStep(item, step) {
   item.dataset.seq = step.seq ?? "";
   item.toggleAttribute("data-streaming", Boolean(step.streaming));
   item.setAttribute("aria-busy", step.streaming ? "true" : "false");
+  if (step.metadata?.notice) item.dataset.notice = String(step.metadata.notice);
+  else delete item.dataset.notice;
   const author = el("div", "msg-author", label);
   const body = el("div", "msg-body");
   if (role === "user") {
@@ -196,7 +205,7 @@ export function fillStep(item, step) {
   else if (step.interrupted) parts.push(el("div", "msg-status msg-stopped", gettext("Interrupted")));
   // A finished reply can be copied whole, as the markdown it was written in; its feedback bar
   // (feedback.js) joins this row.
-  if (role === "assistant" && !step.streaming && step.output) {
+  if (role === "assistant" && !step.streaming && step.output && answersSomething(step)) {
     const actions = el("div", "msg-actions");
     const text = String(step.output);
     actions.append(copyButton({ className: "copy-message", label: gettext("Copy message"), text: () => text }));
