@@ -133,6 +133,7 @@ class ChatConsumer(SocketIOConsumer):
     async def socketio_connected(self) -> None:
         assert self.live is not None
         local_sockets.attach(self.live.id, self)
+        self.live.follow_thread = self._follow_thread
         await self._group("add", session_group(self.live.id))
         await self._group("add", user_group(self.live.user.pk))
         if self.stream is not None:

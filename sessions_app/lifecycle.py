@@ -222,6 +222,11 @@ async def _start(live: LiveSession) -> None:
 
 
 async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
+    # On the thread's bus before its history is read: what another tab or process publishes
+    # after the read reaches this socket live (the read carries everything before). Only the
+    # owner's socket gets here: ``connect`` refused anyone else's for this thread.
+    if live.follow_thread is not None:
+        await live.follow_thread(thread_id)
     thread = await database_sync_to_async(resume_thread_dict)(live.user, thread_id, limit=live.resume_steps)
     if thread is None:
         return False

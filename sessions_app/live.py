@@ -118,6 +118,10 @@ class LiveSession:
         # The steps a resume of this connection carries when its client asked for a page
         # (auth ``resumeSteps``); None: the whole transcript within RESUME_MAX_BYTES.
         self.resume_steps: int | None = None
+        # Puts the session's socket on a thread's bus (set by the socket's consumer): a resume
+        # joins the bus before it reads the history, so that nothing published between the
+        # read and the join is missed.
+        self.follow_thread: Callable[[uuid.UUID], Awaitable[None]] | None = None
         self.chat_context = ChatContext()
         # After a move between processes the context is rebuilt lazily, before the next hook,
         # so that a reconnect itself never reads the history.

@@ -167,13 +167,21 @@ async def test_a_turn_is_one_trace_from_the_socket_event_to_the_reply(
 async def test_the_redis_calls_of_a_send_are_in_its_trace(
     settings, make_user, app_env, exported, private_redis
 ):
-    """On the Redis channel layer (no group lease): the bus's publish of the accepted send is
-    a Redis call of the send's trace; Redis calls outside any traced work start no trace."""
+    """On the Redis channel layer with no group lease and no budget allowance (both on by
+    default, and then a steady turn makes no Redis call at all): the bus's publish of the
+    accepted send and the budget's take are Redis calls of the send's trace; Redis calls
+    outside any traced work start no trace."""
     settings.REDIS_URL = private_redis.url
+    settings.BUDGET_ALLOWANCE = 1
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "sessions_app.channel_layer.ResilientRedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": private_redis.url}], "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                "hosts": [{"address": private_redis.url}],
+                "capacity": 1000,
+                "expiry": 60,
+                "group_lease": 0,
+            },
         }
     }
     async for sock in socket_for(settings, make_user, "engine"):
