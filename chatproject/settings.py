@@ -244,7 +244,9 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # Tokens a process takes from a user's Redis budget at once and spends without a round trip
 # (threads_app.token_bucket). 1: every send asks Redis, exact across processes; more saves
 # the round trip but may refuse a user who alternates processes up to that many tokens early.
-BUDGET_ALLOWANCE = int(os.environ.get("BUDGET_ALLOWANCE", "10"))
+# 1 by default: concurrent takes of one process (request threads) each lease an allowance,
+# and those that find the bucket emptied by the others' leases are refused (issue 22).
+BUDGET_ALLOWANCE = int(os.environ.get("BUDGET_ALLOWANCE", "1"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

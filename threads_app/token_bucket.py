@@ -22,7 +22,10 @@ across two processes had sends refused when nothing came back. The rate across p
 never exceeded (a token is spent once, wherever it was taken). An allowance that is not given
 back (its process died, or the socket is still there) expires once the bucket would have
 refilled it: a user sending through several processes at once may be refused up to
-``allowance - 1`` tokens early per other process.
+``allowance - 1`` tokens early per other process. The setting is 1 by default (every take asks
+Redis): concurrent takes of one process each lease an allowance, and those that find the
+bucket emptied by the others' leases are refused although the tokens sit in this process (24
+concurrent searches of one user, issue 22); a lease per key in flight would fix it.
 """
 
 import logging

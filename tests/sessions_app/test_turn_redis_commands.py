@@ -15,8 +15,9 @@ client sent (not those a script ran inside Redis), between two ``ECHO`` marks.
 - a member of the thread's group in another process: every publish reads the members and
   delivers to it through Redis (two commands each).
 
-Both savings are on by default (``CHANNEL_GROUP_LEASE=1``, ``BUDGET_ALLOWANCE=10``); this test
-sets them itself, so that it counts the same whatever the environment says.
+The lease is on by default (``CHANNEL_GROUP_LEASE=1``), the allowance opt-in
+(``BUDGET_ALLOWANCE=10``); this test sets both itself, so that it counts the same whatever the
+environment says.
 """
 
 import threading
@@ -86,7 +87,7 @@ def redis_settings(settings, private_redis) -> Iterator[str]:
     date from long ago (as on a server that has been up: a fresh one makes joins wait out a
     lease, in case it lost leases still trusted)."""
     settings.REDIS_URL = private_redis.url
-    settings.BUDGET_ALLOWANCE = 10  # the default, whatever the environment says
+    settings.BUDGET_ALLOWANCE = 10  # opt-in; set here whatever the environment says
     settings.CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "sessions_app.channel_layer.ResilientRedisChannelLayer",
