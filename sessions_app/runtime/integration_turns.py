@@ -79,6 +79,9 @@ class IntegrationTurns:
 
     def __init__(self) -> None:
         self.in_flight: set[uuid.UUID] = set()
+        # Sends whose turn ended here and whose outcome is being recorded: no longer busy to
+        # the next send, not yet settled in the database, so not to be taken for cut ones.
+        self.settling: set[Any] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
         self._box_locks: dict[uuid.UUID, asyncio.Lock] = {}
 
@@ -99,6 +102,7 @@ class IntegrationTurns:
 
     def clear(self) -> None:
         self.in_flight.clear()
+        self.settling.clear()
         self._box_locks.clear()
 
 
@@ -192,7 +196,11 @@ async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None
             await database_sync_to_async(fail_sends)([send.pk], AcceptedMessage.Failure.ENGINE, fence=fence)
     finally:
         integration_turns.in_flight.discard(thread_id)
-    await _settle_and_deliver(box_id, send, outcome, response, fence)
+    integration_turns.settling.add(send.pk)  # in the same step as the discard: no await between
+    try:
+        await _settle_and_deliver(box_id, send, outcome, response, fence)
+    finally:
+        integration_turns.settling.discard(send.pk)
 
 
 async def _settle_and_deliver(
@@ -266,10 +274,10 @@ async def recover(box_id: uuid.UUID, sends: list[AcceptedMessage]) -> int:
     done = 0
     async with integration_turns.box_lock(box_id):
         for send in sends:
-            if send.thread_id in integration_turns.in_flight:
+            if send.thread_id in integration_turns.in_flight or send.pk in integration_turns.settling:
                 continue
             # Read again: a turn of this process that ended after ``sends`` was read recorded
-            # its outcome before leaving ``in_flight``, so it is not taken for a cut one.
+            # its outcome before leaving ``settling``, so it is not taken for a cut one.
             if not await _still_open(send):
                 continue
             if send.state == AcceptedMessage.State.TRANSCRIBED:
