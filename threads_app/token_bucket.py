@@ -15,19 +15,20 @@ is refused without a round trip to Redis per request.
 
 In Redis, a process may take a few tokens at once (an allowance, ``_Allowances``: up to a tenth
 of the burst, at most ``settings.BUDGET_ALLOWANCE``) and spend them without a round trip, so
-most sends cost none. A process gives what it did not spend back when the user's socket leaves
-it (``agive_back``, called on a disconnect), so a user whose reconnects alternate between
-processes is not refused early for tokens stranded in the one they left: a reconnect storm
-across two processes had sends refused when nothing came back. The rate across processes is
-never exceeded (a token is spent once, wherever it was taken). An allowance that is not given
-back (its process died, or the socket is still there) expires once the bucket would have
-refilled it: a user sending through several processes at once may be refused up to
-``allowance - 1`` tokens early per other process. The setting is 1 by default (every take asks
-Redis): concurrent takes of one process each lease an allowance, and those that find the
-bucket emptied by the others' leases are refused although the tokens sit in this process (24
-concurrent searches of one user, issue 22); a lease per key in flight would fix it.
+most sends cost none. One take per key goes to Redis at a time in a process (``_Leases``): the
+others wait for it and spend what it brought, so concurrent requests of one user (24 searches
+at once) are never refused while the tokens they need sit in a lease taken beside them. A
+process gives what it did not spend back when the user's socket leaves it (``agive_back``,
+called on a disconnect), so a user whose reconnects alternate between processes is not refused
+early for tokens stranded in the one they left. The rate across processes is never exceeded (a
+token is spent once, wherever it was taken). An allowance that is not given back (its process
+died, or the socket is still there) expires once the bucket would have refilled it: a user
+sending through several processes at once may be refused up to ``allowance - 1`` tokens early
+per other process.
 """
 
+import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -204,12 +205,84 @@ class _Allowances:
         with self._lock:
             if len(self._left) >= self.MAX_KEYS:
                 self._left = {k: v for k, v in self._left.items() if v[1] > now}
+            found = self._left.get(key)
+            if found is not None and found[2] == rate and found[1] > now:
+                tokens += found[0]  # still held (only a lease in flight adds: see _Leases)
             if len(self._left) < self.MAX_KEYS:
                 self._left[key] = (tokens, now + tokens / rate.per_second, rate)
 
     def clear(self) -> None:
         with self._lock:
             self._left.clear()
+
+
+class _Lease:
+    """One take from Redis in flight: request threads wait on it with ``wait``, the event
+    loop with ``until_done``; ``finish`` wakes both (from either side, without blocking)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._futures: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+
+    def wait(self) -> None:
+        self._done.wait(_Leases.WAIT)
+
+    async def until_done(self) -> None:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._done.is_set():
+                return
+            self._futures.append((loop, future))
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(future, _Leases.WAIT)
+
+    def finish(self) -> None:
+        with self._lock:
+            self._done.set()
+            futures, self._futures = self._futures, []
+        for loop, future in futures:
+            with contextlib.suppress(RuntimeError):  # that loop has closed
+                loop.call_soon_threadsafe(_resolve, future)
+
+
+def _resolve(future: "asyncio.Future[None]") -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Leases:
+    """The takes from Redis in flight in this process, one per key: a caller that finds the
+    allowance empty either leads the key's next take (``begin`` answers None; it must call
+    ``end`` once the tokens are kept) or waits for the one in flight and looks again."""
+
+    # How long a caller waits for another's take before looking again (a take is one round
+    # trip; this only bounds a stuck one).
+    WAIT = 2.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, _Lease] = {}
+
+    def begin(self, key: str) -> _Lease | None:
+        with self._lock:
+            found = self._in_flight.get(key)
+            if found is None:
+                self._in_flight[key] = _Lease()
+            return found
+
+    def end(self, key: str) -> None:
+        with self._lock:
+            lease = self._in_flight.pop(key, None)
+        if lease is not None:
+            lease.finish()
+
+    def clear(self) -> None:
+        with self._lock:
+            leases, self._in_flight = list(self._in_flight.values()), {}
+        for lease in leases:
+            lease.finish()
 
 
 class TokenBucket:
@@ -220,6 +293,7 @@ class TokenBucket:
         self._memory = _MemoryBuckets()
         self._refusals = _Refusals()
         self._allowances = _Allowances()
+        self._leases = _Leases()
 
     def _refused(self, key: str, rate: Rate, wait: float | None) -> float | None:
         if wait is not None:
@@ -245,16 +319,26 @@ class TokenBucket:
         backend = redis_clients.configured()
         if backend is None:
             return self._refused(key, rate, self._memory.take(key, rate))
-        if self._allowances.spend(key, rate):
-            return None
+        while True:
+            if self._allowances.spend(key, rate):
+                return None
+            in_flight = self._leases.begin(key)
+            if in_flight is None:
+                break  # this call leads the key's next take from Redis
+            in_flight.wait()
+            known = self._refusals.wait(key, rate)  # the take waited for was refused
+            if known is not None:
+                return known
         try:
             answer = backend.sync_client().eval(
                 TAKE, 1, self._key(key), rate.burst, rate.per_second, rate.allowance
             )
+            return self._taken(key, rate, answer)  # kept before the waiters look again
         except redis.RedisError as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return self._taken(key, rate, answer)
+        finally:
+            self._leases.end(key)
 
     def reset(self) -> None:
         """Fill every bucket of this budget again: the in-memory ones and this deployment's
@@ -262,6 +346,7 @@ class TokenBucket:
         self._memory.clear()
         self._refusals.clear()
         self._allowances.clear()
+        self._leases.clear()
         backend = redis_clients.configured()
         if backend is None:
             return
@@ -278,16 +363,26 @@ class TokenBucket:
         backend = redis_clients.configured()
         if backend is None:
             return self._refused(key, rate, self._memory.take(key, rate))
-        if self._allowances.spend(key, rate):
-            return None
+        while True:
+            if self._allowances.spend(key, rate):
+                return None
+            in_flight = self._leases.begin(key)
+            if in_flight is None:
+                break  # this call leads the key's next take from Redis
+            await in_flight.until_done()
+            known = self._refusals.wait(key, rate)  # the take waited for was refused
+            if known is not None:
+                return known
         try:
             answer = await backend.async_client().eval(
                 TAKE, 1, self._key(key), rate.burst, rate.per_second, rate.allowance
             )
+            return self._taken(key, rate, answer)  # kept before the waiters look again
         except (redis.RedisError, OSError) as exc:
             logger.warning("%s budget not checked, Redis is unavailable: %r", self.name, exc)
             return None
-        return self._taken(key, rate, answer)
+        finally:
+            self._leases.end(key)
 
     async def agive_back(self, key: str, rate: Rate) -> None:
         """Return the key's unspent allowance to Redis (nothing to do, no round trip, when

@@ -2,7 +2,9 @@
 processes, by the API's throttle and the socket alike)."""
 
 import asyncio
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -139,3 +141,44 @@ def test_in_redis_a_process_gives_back_what_it_did_not_spend(settings, private_r
     before = evals_run(private_redis.url)
     asyncio.run(processes[0].agive_back("u1", rate))  # it holds nothing: no round trip
     assert evals_run(private_redis.url) == before
+
+
+def test_in_redis_concurrent_takes_of_one_process_wait_for_one_lease_at_a_time(settings, private_redis):
+    """24 request threads of one user at once (a burst of searches) against a bucket of 60 with
+    an allowance of 6: one take goes to Redis at a time and the others spend what it brought,
+    so none is refused and 24 tokens cost 4 scripts; the bucket's 60 are never passed."""
+    settings.BUDGET_ALLOWANCE = 10
+    settings.REDIS_URL = private_redis.url
+    rate = Rate(60, 1 / 3600)
+    assert rate.allowance == 6
+    bucket = TokenBucket("concurrent")
+    at_once = threading.Barrier(24)
+
+    def search(_: int) -> float | None:
+        at_once.wait()
+        return bucket.take("u1", rate)
+
+    before = evals_run(private_redis.url)
+    with ThreadPoolExecutor(24) as threads:
+        first = list(threads.map(search, range(24)))
+        assert first == [None] * 24, first
+        assert evals_run(private_redis.url) - before == 4
+        rest = list(threads.map(lambda _: bucket.take("u1", rate), range(100)))
+    assert sum(wait is None for wait in rest) == 36, rest
+
+
+def test_in_redis_concurrent_takes_on_the_event_loop_share_a_lease_too(settings, private_redis):
+    """Several sockets of one user in one process sending at once: the same, on the loop."""
+    settings.BUDGET_ALLOWANCE = 10
+    settings.REDIS_URL = private_redis.url
+    rate = Rate(60, 1 / 3600)
+    bucket = TokenBucket("concurrent-loop")
+
+    async def at_once(n: int) -> list[float | None]:
+        return list(await asyncio.gather(*(bucket.atake("u1", rate) for _ in range(n))))
+
+    before = evals_run(private_redis.url)
+    assert asyncio.run(at_once(24)) == [None] * 24
+    assert evals_run(private_redis.url) - before == 4
+    rest = asyncio.run(at_once(100))
+    assert sum(wait is None for wait in rest) == 36, rest
