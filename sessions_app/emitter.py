@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 class EmittingSocket(Protocol):
     closed: bool
+    channel_name: str  # the consumer's, as its session record names it
 
     @property
     def wants_offsets(self) -> bool: ...

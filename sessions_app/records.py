@@ -150,6 +150,24 @@ def save_user_session(
             )
 
 
+def reattach_sockets(owner: str, channels: dict[uuid.UUID, str]) -> list[uuid.UUID]:
+    """Sockets this process still holds (session id -> channel) whose records another process
+    detached while it took this one for dead (``detach_dead_sockets``) are attached again.
+    Returns the sessions that are no longer these sockets': ended, deleted, or restored on
+    another socket meanwhile."""
+    found = dict(
+        SocketSession.objects.filter(pk__in=list(channels), ended=False).values_list("id", "socket_channel")
+    )
+    lost = [i for i, channel in channels.items() if found.get(i) not in ("", channel)]
+    for session_id in (i for i, channel in found.items() if channel == ""):
+        attached = SocketSession.objects.filter(pk=session_id, ended=False, socket_channel="").update(
+            socket_channel=channels[session_id], socket_owner=owner, disconnected_at=None
+        )
+        if not attached:
+            lost.append(session_id)
+    return lost
+
+
 def claim_end(session_id: uuid.UUID, *, expired_before: datetime | None = None) -> bool:
     """Claim the right to run ``on_chat_end``. With ``expired_before``, only a session that
     has been disconnected since before that moment can be claimed (expiry)."""

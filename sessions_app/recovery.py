@@ -16,7 +16,8 @@ such rows among the work it can take:
 - hooks-API apps: sends of the sessions whose socket this process holds, whose holder died
   (``hook_sends.recover``).
 
-Each pass also closes the asks whose asking process died (``asks.close_orphaned``) and runs
+Each pass first gives the sockets this process holds their session records back if another
+process detached them while this one stalled (``stall_reattach``). It also closes the asks whose asking process died (``asks.close_orphaned``) and runs
 again the webhook attempts (``webhook_tasks``) whose process died while
 running them. It starts with the process's mailbox and does nothing while the process drains
 (shutdown).
@@ -39,6 +40,7 @@ from sessions_app.mailbox import mailbox
 from sessions_app.processes import live_addresses, live_processes, unreachable_addresses
 from sessions_app.runtime import chats, integration_turns
 from sessions_app.runtime.ownership import owner_of
+from sessions_app.stall_reattach import stall_reattachment
 from sessions_app.task_worker import worker_id
 from threads_app import selectors
 from threads_app.models import AcceptedMessage
@@ -81,6 +83,7 @@ def requeue_abandoned_tasks() -> int:
 async def recover_once() -> int:
     """One pass; returns how many threads or sends it looked after."""
     me = await mailbox.channel()
+    await stall_reattachment.after_stall()
     await database_sync_to_async(requeue_abandoned_tasks)()
     await asks.close_orphaned()
     if load_app().engine_runtime:

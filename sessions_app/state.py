@@ -17,6 +17,7 @@ between runs of in-process code; a server never needs to).
 | ``known_owners`` | box and thread owners learned recently | boxes and threads served (entries expire when read) |
 | ``integration_turns`` | integration turns in flight and per-box locks | turns in flight (idle locks dropped) |
 | ``heartbeats`` | the sockets to ping and when | open sockets |
+| ``stall_reattachment`` | the heartbeat's lapses its sockets' records were last reattached for | one number |
 | ``recovery_loop``, ``expiry_sweeper``, ``idle_run_closer`` | the periodic tasks | one task each |
 | ``graceful_shutdown`` | the SIGTERM drain | one task |
 | ``sample_publisher`` | the dashboard's per-minute samples of this process, and the thread publishing them | an hour of minutes, one thread |
@@ -37,6 +38,7 @@ from sessions_app.runtime.owner_handlers import OWNER_HANDLERS
 from sessions_app.runtime.ownership import known_owners
 from sessions_app.runtime.pool import pools
 from sessions_app.shutdown import graceful_shutdown
+from sessions_app.stall_reattach import stall_reattachment
 from sessions_app.turns import stop_handlers
 
 
@@ -57,6 +59,7 @@ class ProcessState:
         self.heartbeats = heartbeats
         self.graceful_shutdown = graceful_shutdown
         self.sample_publisher = sample_publisher
+        self.stall_reattachment = stall_reattachment
 
     def install(self) -> None:
         """Wire the registries: what the mailbox answers, what starts with it."""
@@ -85,6 +88,7 @@ class ProcessState:
             self.known_owners,
             self.integration_turns,
             self.heartbeats,
+            self.stall_reattachment,
         ):
             registry.clear()
 

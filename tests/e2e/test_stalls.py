@@ -301,3 +301,90 @@ async def test_a_process_taken_over_while_stopped_writes_nothing_after_and_each_
         ) from exc
     assert time.monotonic() - sent_at < 3, evidence
     await cluster.close()
+
+
+# --- a stall that outlasts the lease: sessions detached meanwhile are attached again ----------
+
+SESSION_TIMEOUT = 6.0
+
+
+@pytest.fixture(params=["hooks", "engine"])
+def long_pings(request, server_factory, private_redis, fault_proxy, tmp_path):
+    """Vouching off, and pings far apart: a client's socket outlives its server's stop, while
+    the other process takes the stopped one for dead and detaches its sockets' sessions."""
+    stage = start_cluster(
+        server_factory,
+        private_redis,
+        fault_proxy,
+        request.param,
+        tmp_path,
+        PROCESS_STALL_LIMIT="0",
+        SOCKETIO_PING_INTERVAL="25",
+        SOCKETIO_PING_TIMEOUT="20",
+        SESSION_TIMEOUT=str(SESSION_TIMEOUT),
+    )
+    yield stage
+    for server in (stage.a, stage.b):
+        with contextlib.suppress(ProcessLookupError):
+            server.process.send_signal(signal.SIGCONT)
+    stage.a.stop()
+    stage.b.stop()
+
+
+async def _socket_of(session_id: str) -> tuple[str, bool] | None:
+    """(socket_channel, ended) of the session's record, None once it is deleted."""
+    return await SocketSession.objects.filter(pk=session_id).values_list("socket_channel", "ended").afirst()
+
+
+async def test_a_session_detached_while_its_process_was_stopped_is_attached_again_and_lives_on(
+    long_pings, make_user
+):
+    """B takes stopped A for dead and marks the sessions of A's sockets disconnected, so they
+    would expire (``on_chat_end``, the record deleted) with their clients still connected to A.
+    A, awake, attaches them again: past the session timeout the session is live, on its
+    first socket, and answers."""
+    cluster = long_pings
+    cluster.route_to(cluster.b)
+    on_b = await cluster.client(make_user())
+    await on_b.start()  # B's sweeper and recovery loop are running
+    cluster.route_to(cluster.a)
+    idle = await cluster.client(make_user())
+    await idle.start()
+    await idle.send("hello")
+    await idle.wait_for(lambda c: any(cluster.replies_to("hello")(t) for t in c.texts()), timeout=15)
+    on_a = await _socket_of(idle.session_id)
+
+    async def detached() -> bool:
+        return await _socket_of(idle.session_id) == ("", False)
+
+    async def attached_again() -> bool:
+        return await _socket_of(idle.session_id) == on_a
+
+    cluster.a.process.send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        await wait_until_async(detached, timeout=20)  # B's sweep: A's socket counts as gone
+        detached_after = time.monotonic() - stopped_at
+    finally:
+        cluster.a.process.send_signal(signal.SIGCONT)
+    try:
+        await wait_until_async(attached_again, timeout=10)
+    except TimeoutError:
+        raise AssertionError(
+            f"not attached again 10 s after A woke: {await _socket_of(idle.session_id)} (on A: {on_a})"
+        ) from None
+    await asyncio.sleep(2 * SESSION_TIMEOUT)  # past the expiry it would have had, two sweeps of B
+
+    record = await _socket_of(idle.session_id)
+    evidence = (
+        f"detached {detached_after:.1f}s into the stop; the record now: {record} (on A: {on_a})\n"
+        f"the client's drops: {idle.disconnects}\nits events: {idle.events[-15:]}"
+    )
+    assert record == on_a, evidence
+    assert idle.disconnects == [], evidence  # the same socket all along
+    if cluster.kind == "hooks":
+        assert len(cluster.hooks(idle.session_id, "on_chat_start")) == 1, evidence
+        assert cluster.hooks(idle.session_id, "on_chat_end") == [], evidence
+    await idle.send("still here")
+    await idle.wait_for(lambda c: any(cluster.replies_to("still here")(t) for t in c.texts()), timeout=10)
+    await cluster.close()
