@@ -10,11 +10,15 @@ need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still check
 """
 
 import asyncio
+import contextlib
 import http.server
+import os
+import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -22,6 +26,7 @@ import psycopg
 import pytest
 import redis
 import redis.asyncio
+from django.conf import settings as django_settings
 from django.db import connection, connections
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -29,13 +34,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from chatproject import tracing
-from chatproject.tracing_export import configured_exporter
+from chatproject.tracing_export import SAMPLERS, configured_exporter
 from sessions_app.mailbox import Mailbox, mailbox
 from tests.support.client import session_cookie
 from tests.support.wire import InProcessSocket, in_process_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+ROOT = Path(__file__).resolve().parents[2]
 APPS = {"hooks": "tests.apps.lifecycle_app", "engine": "sessions_app.default_app"}
 
 
@@ -48,10 +54,13 @@ def _fresh_database_connections() -> None:
         close_pool()
 
 
-@pytest.fixture
-def exported(settings) -> Iterator[InMemorySpanExporter]:
-    """Traces on, every span exported at its end into memory."""
+@contextlib.contextmanager
+def traces_on(
+    settings: Any, sampler: str = "parentbased_always_on", ratio: float = 1.0
+) -> Iterator[InMemorySpanExporter]:
+    """Traces on with that sampler, every span kept exported at its end into memory."""
     settings.TRACING_ENABLED = True
+    settings.TRACING_SAMPLER, settings.TRACING_SAMPLER_RATIO = sampler, ratio
     exporter = InMemorySpanExporter()
     tracing.start(exporter, batch=False)
     _fresh_database_connections()
@@ -60,6 +69,13 @@ def exported(settings) -> Iterator[InMemorySpanExporter]:
     finally:
         tracing.stop()
         _fresh_database_connections()
+
+
+@pytest.fixture
+def exported(settings) -> Iterator[InMemorySpanExporter]:
+    """Traces on (the default sampler: every trace)."""
+    with traces_on(settings) as exporter:
+        yield exporter
 
 
 @pytest.fixture
@@ -230,6 +246,116 @@ async def test_a_mailbox_request_is_served_in_the_senders_trace(settings, app_en
     assert request.parent is not None and request.parent.span_id == here.context.span_id, evidence
     assert work.parent is not None and work.parent.span_id == request.context.span_id, evidence
     assert served[0] and served[0]["traceparent"].split("-")[1] == f"{here.context.trace_id:032x}"
+
+
+# --- sampling -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sampled(request, settings) -> Iterator[InMemorySpanExporter]:
+    """Traces on with the sampler and ratio the test names (``indirect`` parametrization)."""
+    sampler, ratio = request.param
+    with traces_on(settings, sampler, ratio) as exporter:
+        yield exporter
+
+
+@pytest.mark.parametrize(
+    "sampled",
+    [(s, r) for s in ("traceidratio", "parentbased_traceidratio") for r in (0.0, 1.0)],
+    indirect=True,
+    ids=lambda p: f"{p[0]}-{p[1]:g}",
+)
+async def test_a_ratio_of_0_records_no_turn_and_1_records_every_turn(settings, make_user, app_env, sampled):
+    ratio = settings.TRACING_SAMPLER_RATIO
+    async for sock in socket_for(settings, make_user, "engine"):
+        for n, text in enumerate(("first", "second", "third"), start=1):
+            await one_turn(sock, text, n)
+        if ratio:
+            await turn_ended(sampled)
+    await asyncio.sleep(0.2)  # a span that would end after the last event
+    spans = list(sampled.get_finished_spans())
+    if not ratio:
+        assert spans == [], listing(spans)
+        return
+    sends = named(spans, "socket client_message")
+    assert len(sends) == 3, listing(spans)
+    traces = {s.context.trace_id for s in sends}
+    assert len(traces) == 3 and {t.context.trace_id for t in named(spans, "turn")} == traces, listing(spans)
+
+
+@pytest.mark.parametrize(
+    ("sampled", "flags"),
+    [(("parentbased_traceidratio", 0.0), "01"), (("parentbased_traceidratio", 1.0), "00")],
+    indirect=["sampled"],
+    ids=["kept-there-ratio-0-here", "dropped-there-ratio-1-here"],
+)
+async def test_a_request_over_the_mailbox_follows_its_senders_decision(settings, app_env, sampled, flags):
+    """The sender's span came from another process (its ``traceparent``, as a forwarded
+    turn's does): whatever this process's own ratio, the request is served in that trace if
+    the sender kept it, and nothing of it is recorded if the sender dropped it."""
+    trace_id, sender = f"{uuid.uuid4().int:032x}", f"{uuid.uuid4().int >> 64:016x}"
+    other = Mailbox()
+
+    async def handler(message: dict[str, Any]) -> str:
+        with tracing.span("work there"):
+            return "done"
+
+    other.register("test.traced", handler)
+    try:
+        there = await other.channel()
+        with tracing.received({"traceparent": f"00-{trace_id}-{sender}-{flags}"}, "forwarded here"):
+            assert await mailbox.request(there, {"type": "test.traced"}) == "done"
+    finally:
+        other.reset()
+        mailbox.reset()
+    spans = list(sampled.get_finished_spans())
+    if flags == "00":
+        assert spans == [], listing(spans)
+        return
+    names = {s.name for s in spans}
+    assert {"forwarded here", "mailbox test.traced", "work there"} <= names, listing(spans)
+    assert {f"{s.context.trace_id:032x}" for s in spans} == {trace_id}, listing(spans)
+
+
+def test_stray_client_calls_stay_dropped_under_every_sampler(settings):
+    """A database or Redis call with no parent starts no trace, whichever sampler is set."""
+    for sampler in settings.TRACING_SAMPLERS:
+        with traces_on(settings, sampler) as exporter:
+            with tracing.span("stray", kind="client"):
+                pass
+            with tracing.span("root", kind="server"), tracing.span("call", kind="client"):
+                pass
+            names = [s.name for s in exporter.get_finished_spans()]
+        assert "stray" not in names, (sampler, names)
+        assert names == ([] if sampler.endswith("always_off") else ["call", "root"]), (sampler, names)
+
+
+def test_every_sampler_the_settings_accept_is_built():
+    assert set(SAMPLERS) == set(django_settings.TRACING_SAMPLERS)
+
+
+@pytest.mark.parametrize(
+    ("env", "error"),
+    [
+        ({"OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER must be one of"),
+        ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1%"}, "ratio from 0 to 1"),
+        (
+            {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+            "ratio from 0 to 1",
+        ),
+    ],
+)
+def test_a_bad_sampler_setting_stops_the_start_with_a_clear_error(env, error):
+    """The settings module, read in a fresh process with ``env``, refuses to load."""
+    refused = subprocess.run(
+        [sys.executable, "-c", "import chatproject.settings"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and error in refused.stderr, refused.stderr[-2000:]
 
 
 # --- off: nothing runs --------------------------------------------------------------------
