@@ -12,6 +12,7 @@ need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still check
 import asyncio
 import contextlib
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -26,8 +27,12 @@ import psycopg
 import pytest
 import redis
 import redis.asyncio
+from asgiref.sync import sync_to_async
+from channels.testing import HttpCommunicator
 from django.conf import settings as django_settings
+from django.core.asgi import get_asgi_application
 from django.db import connection, connections
+from django_tasks_db.models import DBTaskResult
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -35,8 +40,12 @@ from opentelemetry.trace import SpanKind
 
 from chatproject import tracing
 from chatproject.tracing_export import SAMPLERS, configured_exporter
+from sessions_app import webhook_tasks
 from sessions_app.mailbox import Mailbox, mailbox
-from tests.support.client import session_cookie
+from tests.support.client import api_token, session_cookie
+from tests.support.loopback import serving
+from tests.support.waiting import wait_until_async
+from tests.support.webhook_receiver import Receiver, hooked_box
 from tests.support.wire import InProcessSocket, in_process_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,6 +221,91 @@ async def test_the_redis_calls_of_a_send_are_in_its_trace(
     assert calls, evidence
     assert all(c.context.trace_id == send.context.trace_id for c in calls), evidence
     assert not [c for c in calls if c.name == "PING"], evidence
+
+
+# --- an integration's message is one trace ------------------------------------------------
+
+
+def queued_attempts_now() -> list[dict[str, Any]]:
+    """The queued webhook attempts' arguments (as stored: what a worker runs them with)."""
+    return [
+        r.args_kwargs
+        for r in DBTaskResult.objects.filter(queue_name=webhook_tasks.queue()).order_by("enqueued_at")
+    ]
+
+
+queued_attempts = sync_to_async(queued_attempts_now)
+
+
+async def two_queued() -> bool:
+    return len(await queued_attempts()) == 2
+
+
+@pytest.fixture
+def integration_env(settings, app_env) -> None:
+    settings.CHAT_APP = APPS["engine"]
+    settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.TASK_WORKER_THREADS = 0  # the tests run the attempt, as a worker runs it
+
+
+async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> None:
+    """POST an integration's message through Django's ASGI handler, in process: 202."""
+    body = json.dumps({"messageId": str(uuid.uuid4()), "message": text}).encode()
+    post = HttpCommunicator(
+        http_app,
+        "POST",
+        f"/api/integrations/threads/{thread_id}/messages/",
+        body=body,
+        headers=[
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"authorization", f"Token {token}".encode()),
+        ],
+    )
+    answer = await post.get_response(timeout=10)
+    assert answer["status"] == 202, answer
+
+
+async def test_an_integration_message_is_one_trace_from_the_request_to_the_webhook_attempt(
+    make_user, integration_env, exported
+):
+    """The POST (Django's own span), the turn and its reply, and the webhook attempt, a task
+    run later from the database with the trace in its arguments."""
+    http_app = get_asgi_application()  # its middleware now has the Django instrumentation's
+    user = make_user()
+    token = await api_token(user)
+    hook = Receiver()
+    thread_id = str(uuid.uuid4())
+    async with serving(hook.handle) as port:
+        await hooked_box(user, f"http://127.0.0.1:{port}/hook")
+        await post_message(http_app, token, thread_id, "hello")
+        await wait_until_async(queued_attempts, timeout=10)
+        (stored,) = await queued_attempts()
+        assert stored["kwargs"]["trace"]["traceparent"], stored  # the trace rides in the task
+        run_attempt = sync_to_async(webhook_tasks.deliver_attempt.call)
+        assert await run_attempt(*stored["args"], **stored["kwargs"]) == "delivered (attempt 1)"
+        assert len(hook.deliveries) == 1
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    request = one([s for s in spans if s.kind is SpanKind.SERVER and s.parent is None], spans)
+    assert request.attributes is not None and request.attributes.get("http.method", "POST") == "POST", (
+        evidence
+    )
+    turn = one(named(spans, "turn"), spans)
+    assert turn.attributes is not None and turn.attributes["tether.outcome"] == "success", evidence
+    assert turn.attributes["tether.thread"] == thread_id, evidence
+    assert descends_from(turn, request, spans), evidence
+    replies = named(spans, "reply")
+    assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
+    attempt = one(named(spans, "webhook attempt"), spans)
+    assert attempt.kind is SpanKind.CONSUMER and descends_from(attempt, request, spans), evidence
+    assert attempt.attributes is not None and attempt.attributes["tether.outcome"] == "delivered (attempt 1)"
+    assert {s.context.trace_id for s in spans} == {request.context.trace_id}, evidence
+    if connection.vendor == "postgresql":
+        queries = [s for s in spans if s.instrumentation_scope and "psycopg" in s.instrumentation_scope.name]
+        assert any(descends_from(q, turn, spans) for q in queries), evidence
+        assert any(descends_from(q, attempt, spans) for q in queries), evidence
 
 
 # --- the mailbox carries the trace --------------------------------------------------------
@@ -401,6 +495,26 @@ async def test_with_traces_off_a_turn_runs_no_opentelemetry_code(settings, make_
         with OpenTelemetryCalls() as seen:
             await one_turn(sock, "second", 2)
     assert seen.calls == [], seen.calls[:20]
+
+
+async def test_with_traces_off_an_integration_turn_runs_no_opentelemetry_code(
+    settings, make_user, integration_env
+):
+    """The POST's turn on the event loop (the view's thread is not watched) and the task it
+    queues, which carries no trace."""
+    assert not settings.TRACING_ENABLED
+    http_app = get_asgi_application()
+    user = make_user()
+    token = await api_token(user)
+    thread_id = str(uuid.uuid4())
+    await hooked_box(user, "http://127.0.0.1:9/hook")
+    await post_message(http_app, token, thread_id, "first")
+    await wait_until_async(queued_attempts, timeout=10)
+    with OpenTelemetryCalls() as seen:
+        await post_message(http_app, token, thread_id, "second")
+        await wait_until_async(two_queued, timeout=10)
+    assert seen.calls == [], seen.calls[:20]
+    assert [a["kwargs"] for a in await queued_attempts()] == [{}, {}]  # no trace in the tasks
 
 
 async def test_the_pin_sees_opentelemetry_code_when_traces_are_on(settings, make_user, app_env, exported):
