@@ -5,9 +5,10 @@ and the official Django, psycopg and Redis instrumentations; the rest of Tether 
 spans through the functions below: the socket event that accepted a send (or an integration's
 request, Django's own span), the mailbox request that carried it to the thread's owner (its W3C
 ``traceparent`` rides in the request), the turn and its reply, and a webhook attempt (the
-``traceparent`` rides in the task's arguments). With tracing off, ``start`` imports nothing of OpenTelemetry and every function
-here returns at its first line (``None``, or one shared do-nothing context manager): a turn
-runs no OpenTelemetry code (``tests/chatproject/test_tracing.py`` pins that).
+``traceparent`` rides in the task's arguments). With tracing off, ``start`` imports nothing of
+OpenTelemetry and every function here returns at its first line (``None``, or one shared
+do-nothing context manager): a turn runs no OpenTelemetry code
+(``tests/chatproject/test_tracing.py`` pins that).
 
 Roots: a span with no parent is kept when the sampler (``OTEL_TRACES_SAMPLER``, the standard's
 names; every trace by default) says so, unless it is a client call (a database or Redis call

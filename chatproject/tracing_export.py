@@ -38,6 +38,8 @@ from opentelemetry.util.types import Attributes
 
 # The standard's samplers (``OTEL_TRACES_SAMPLER``, checked by the settings), built from the
 # SDK's own classes; the ratio samplers take ``OTEL_TRACES_SAMPLER_ARG``, the others ignore it.
+# Not the SDK's own reader of the two variables (``sampling._get_from_env_or_default``): it is
+# private, and on a bad value it logs a warning and keeps every trace, where the settings refuse.
 SAMPLERS: dict[str, Callable[[float], Sampler]] = {
     "always_on": lambda _ratio: ALWAYS_ON,
     "always_off": lambda _ratio: ALWAYS_OFF,
