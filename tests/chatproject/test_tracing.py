@@ -42,6 +42,8 @@ from chatproject import tracing
 from chatproject.tracing_export import SAMPLERS, configured_exporter
 from sessions_app import webhook_tasks
 from sessions_app.mailbox import Mailbox, mailbox
+from sessions_app.runtime.integration_turns import accept_here
+from sessions_app.runtime.ownership import known_owners
 from tests.support.client import api_token, session_cookie
 from tests.support.loopback import serving
 from tests.support.waiting import wait_until_async
@@ -267,20 +269,39 @@ async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> 
     assert answer["status"] == 202, answer
 
 
+@contextlib.asynccontextmanager
+async def box_owned_elsewhere(box_id: uuid.UUID) -> AsyncIterator[None]:
+    """This process takes the box for another process's (a second mailbox of this one, serving
+    ``runtime.integration`` as an owner does): a message for it crosses the mailbox."""
+    other = Mailbox()
+    other.register("runtime.integration", accept_here)
+    try:
+        there = await other.channel()
+        known_owners.put(("box", box_id), there, asyncio.get_running_loop().time())
+        yield
+    finally:
+        known_owners.forget(("box", box_id))
+        other.reset()
+        mailbox.reset()
+
+
+@pytest.mark.parametrize("owner", ["here", "forwarded"])
 async def test_an_integration_message_is_one_trace_from_the_request_to_the_webhook_attempt(
-    make_user, integration_env, exported
+    make_user, integration_env, exported, owner
 ):
-    """The POST (Django's own span), the turn and its reply, and the webhook attempt, a task
-    run later from the database with the trace in its arguments."""
+    """The POST (Django's own span), the mailbox request to the box's owner when it is
+    another process, the turn and its reply, and the webhook attempt, a task run later from
+    the database with the trace in its arguments."""
     http_app = get_asgi_application()  # its middleware now has the Django instrumentation's
     user = make_user()
     token = await api_token(user)
     hook = Receiver()
     thread_id = str(uuid.uuid4())
     async with serving(hook.handle) as port:
-        await hooked_box(user, f"http://127.0.0.1:{port}/hook")
-        await post_message(http_app, token, thread_id, "hello")
-        await wait_until_async(queued_attempts, timeout=10)
+        box = await hooked_box(user, f"http://127.0.0.1:{port}/hook")
+        async with box_owned_elsewhere(box.id) if owner == "forwarded" else contextlib.AsyncExitStack():
+            await post_message(http_app, token, thread_id, "hello")
+            await wait_until_async(queued_attempts, timeout=10)
         (stored,) = await queued_attempts()
         assert stored["kwargs"]["trace"]["traceparent"], stored  # the trace rides in the task
         run_attempt = sync_to_async(webhook_tasks.deliver_attempt.call)
@@ -296,6 +317,13 @@ async def test_an_integration_message_is_one_trace_from_the_request_to_the_webho
     assert turn.attributes is not None and turn.attributes["tether.outcome"] == "success", evidence
     assert turn.attributes["tether.thread"] == thread_id, evidence
     assert descends_from(turn, request, spans), evidence
+    hops = named(spans, "mailbox runtime.integration")
+    if owner == "forwarded":
+        hop = one(hops, spans)
+        assert hop.kind is SpanKind.SERVER and descends_from(hop, request, spans), evidence
+        assert turn.parent is not None and turn.parent.span_id == hop.context.span_id, evidence
+    else:
+        assert hops == [], evidence
     replies = named(spans, "reply")
     assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
     attempt = one(named(spans, "webhook attempt"), spans)
