@@ -67,10 +67,13 @@ those per-round ratios is the verdict, PASS within ``RATIO``, else FAIL and exit
 (a correctness failure still exits 1). Pairs measured side by side and a median over rounds
 keep other work on the machine from deciding it.
 
-``--observability`` measures what metrics and JSON logs cost: ``--rounds`` rounds of the B
-phase on two Tether daphnes, one with ``METRICS_ENABLED=1`` (multiprocess mode) and
-``LOG_FORMAT=json``, one with ``METRICS_ENABLED=0`` and text logs, their order alternating; per
-round each one's daphne CPU per message, and the median of the per-round ratios (on / off).
+``--observability`` measures what metrics, JSON logs and the admin dashboard's publisher cost:
+``--rounds`` rounds of the B phase on two Tether daphnes, one with ``METRICS_ENABLED=1``
+(multiprocess mode), ``LOG_FORMAT=json`` and the dashboard's samples written every
+``--publish-every`` seconds (1 by default, five times the production default, so that every
+timed phase holds writes: an upper bound), one with ``METRICS_ENABLED=0``, text logs and no
+publisher (``DASHBOARD_PUBLISH_EVERY=0``), their order alternating; per round each one's daphne
+CPU per message and the timed phase's seconds, and the median of the per-round ratios (on / off).
 
 ``--traces REF`` measures what traces cost (``chatproject.tracing``): ``--rounds`` rounds of
 the B phase on three Tether daphnes, their order alternating: ``off`` (this tree, traces off:
@@ -112,9 +115,10 @@ ONE_CLIENT_BAR = 400.0  # msg/s, phase A
 MANY_CLIENTS_BAR = 600.0  # msg/s, phase B (at 20 clients)
 SCALING_BAR = 1.5  # phase B rate over phase A rate
 # --observability: the two Tethers it compares, and their settings.
+# ``observed`` also gets ``DASHBOARD_PUBLISH_EVERY`` from ``--publish-every``.
 OBSERVABILITY = {
     "observed": {"METRICS_ENABLED": "1", "LOG_FORMAT": "json"},
-    "plain": {"METRICS_ENABLED": "0", "LOG_FORMAT": "text"},
+    "plain": {"METRICS_ENABLED": "0", "LOG_FORMAT": "text", "DASHBOARD_PUBLISH_EVERY": "0"},
 }
 # --traces: the three Tethers it compares (``plain`` runs the code of another revision).
 TRACES = {
@@ -441,11 +445,15 @@ def guard_passed(phases: list[Phase], args: argparse.Namespace) -> bool:
 
 
 def observability_cost(phases: list[Phase], args: argparse.Namespace) -> None:
-    """Print each round's daphne CPU per message with metrics and JSON logs on and off, and
-    the median of the per-round ratios."""
+    """Print each round's daphne CPU per message with metrics, JSON logs and the dashboard's
+    publisher on and off (and the timed phase's seconds: how many writes it held), and the
+    median of the per-round ratios."""
     on, off = OBSERVABILITY
     print()
-    print(f"Observability: daphne CPU per message (user + system, timed phase only), {on} / {off} per round")
+    print(
+        f"Observability: daphne CPU per message (user + system, timed phase only), {on} / {off} per round;"
+        f" {on} publishes the dashboard's samples every {args.publish_every:g} s"
+    )
     ratios: list[float] = []
     on_ms: list[float] = []
     off_ms: list[float] = []
@@ -457,7 +465,10 @@ def observability_cost(phases: list[Phase], args: argparse.Namespace) -> None:
         on_ms.append(cpu_ms(with_it))
         off_ms.append(cpu_ms(without))
         ratios.append(on_ms[-1] / off_ms[-1])
-        print(f"  round {n}: {on} {on_ms[-1]:.2f} ms, {off} {off_ms[-1]:.2f} ms: {ratios[-1]:.3f}x")
+        print(
+            f"  round {n}: {on} {on_ms[-1]:.2f} ms ({with_it.wall:.1f} s), {off} {off_ms[-1]:.2f} ms"
+            f" ({without.wall:.1f} s): {ratios[-1]:.3f}x"
+        )
     if ratios:
         print(
             f"  median: {on} {statistics.median(on_ms):.2f} ms, {off} {statistics.median(off_ms):.2f} ms;"
@@ -642,7 +653,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--observability",
         action="store_true",
-        help="only B phases on two Tether daphnes, metrics and JSON logs on and off, alternating for --rounds rounds",
+        help="only B phases on two Tether daphnes, metrics, JSON logs and the dashboard's publisher on and off, "
+        "alternating for --rounds rounds",
+    )
+    parser.add_argument(
+        "--publish-every",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="DASHBOARD_PUBLISH_EVERY of --observability's observed daphne (default 1: five times the "
+        "production rate, so that every timed phase holds writes)",
     )
     parser.add_argument(
         "--traces",
@@ -719,6 +739,7 @@ def run_on(asgi_server: str, args: argparse.Namespace) -> int:
                     on_env = {**env, **extra}
                     if extra["METRICS_ENABLED"] == "1":
                         on_env["PROMETHEUS_MULTIPROC_DIR"] = str(workdir / "prometheus")
+                        on_env["DASHBOARD_PUBLISH_EVERY"] = str(args.publish_every)
                     daphne = common.Daphne(
                         on_env,
                         workdir / f"{name}.log",

@@ -429,6 +429,45 @@ if TRACING_EXPORTER not in ("otlp", "console", "file", "none"):
         f"OTEL_TRACES_EXPORTER must be otlp, console, file or none, not {TRACING_EXPORTER!r}"
     )
 TRACING_FILE = os.environ.get("OTEL_TRACES_FILE", "")
+# Which traces are kept, by the standard OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (the
+# ratio of the *traceidratio samplers, 0 to 1): parentbased_traceidratio with 0.01 keeps 1% of
+# turns, and a turn forwarded to another process follows its sender's decision.
+TRACING_SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+TRACING_SAMPLER = os.environ.get("OTEL_TRACES_SAMPLER", "").strip().lower() or "parentbased_always_on"
+if TRACING_SAMPLER not in TRACING_SAMPLERS:
+    raise ImproperlyConfigured(
+        f"OTEL_TRACES_SAMPLER must be one of {', '.join(TRACING_SAMPLERS)}, not {TRACING_SAMPLER!r}"
+    )
+
+
+def _sampler_ratio(raw: str) -> float:
+    """``OTEL_TRACES_SAMPLER_ARG`` of a ratio sampler: 1 when unset, else a number from 0 to 1."""
+    if not raw.strip():
+        return 1.0
+    try:
+        ratio = float(raw)
+    except ValueError:
+        ratio = -1.0
+    if not 0.0 <= ratio <= 1.0:
+        raise ImproperlyConfigured(
+            f"OTEL_TRACES_SAMPLER_ARG must be a ratio from 0 to 1 for {TRACING_SAMPLER}, not {raw!r}"
+        )
+    return ratio
+
+
+# The other samplers take no argument (the standard says to ignore it).
+TRACING_SAMPLER_RATIO = (
+    _sampler_ratio(os.environ.get("OTEL_TRACES_SAMPLER_ARG", ""))
+    if TRACING_SAMPLER.endswith("traceidratio")
+    else 1.0
+)
 TRACING_SERVICE_NAME = os.environ.get("OTEL_SERVICE_NAME", "tether").strip() or "tether"
 # Serve /static/ from the ASGI app itself (the embedded default; put a CDN or a reverse
 # proxy in front in production and set SERVE_STATIC=0).

@@ -2,15 +2,20 @@
 
 ``start`` (called by ``chatproject.asgi`` before Django loads its middleware) installs the SDK
 and the official Django, psycopg and Redis instrumentations; the rest of Tether opens its own
-spans through the functions below: the socket event that accepted a send, the mailbox request
-that carried it to the thread's owner (its W3C ``traceparent`` rides in the request), the turn
-and its reply. With tracing off, ``start`` imports nothing of OpenTelemetry and every function
-here returns at its first line (``None``, or one shared do-nothing context manager): a turn
-runs no OpenTelemetry code (``tests/chatproject/test_tracing.py`` pins that).
+spans through the functions below: the socket event that accepted a send (or an integration's
+request, Django's own span), the mailbox request that carried it to the thread's owner (its W3C
+``traceparent`` rides in the request), the turn and its reply, and a webhook attempt (the
+``traceparent`` rides in the task's arguments). With tracing off, ``start`` imports nothing of
+OpenTelemetry and every function here returns at its first line (``None``, or one shared
+do-nothing context manager): a turn runs no OpenTelemetry code
+(``tests/chatproject/test_tracing.py`` pins that).
 
-Roots: a span with no parent is kept unless it is a client call (a database or Redis call that
-belongs to no traced work: heartbeats, the mailbox's reads, the loops), so a trace is either a
-request, a socket event or a turn, never a stray query every second.
+Roots: a span with no parent is kept when the sampler (``OTEL_TRACES_SAMPLER``, the standard's
+names; every trace by default) says so, unless it is a client call (a database or Redis call
+that belongs to no traced work: heartbeats, the mailbox's reads, the loops), so a trace is
+either a request, a socket event or a turn, never a stray query every second. A span with a
+parent follows the parent's decision (the parent-based samplers), also when the parent is in
+another process: a forwarded turn is recorded whole or not at all.
 
 Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, ``file`` (JSON lines appended to
@@ -18,6 +23,7 @@ Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by th
 """
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Coroutine, Mapping
 from contextlib import AbstractContextManager
@@ -67,12 +73,11 @@ def start(exporter: "SpanExporter | None" = None, *, batch: bool = True) -> None
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-    from opentelemetry.sdk.trace.sampling import ParentBased
 
-    from chatproject.tracing_export import NoStrayClientCalls, configured_exporter
+    from chatproject.tracing_export import configured_exporter, configured_sampler
 
     provider = TracerProvider(
-        sampler=ParentBased(root=NoStrayClientCalls()),
+        sampler=configured_sampler(),
         # The pid tells a cluster's processes apart (ServerProcess.pid names them too).
         resource=Resource.create({"service.name": settings.TRACING_SERVICE_NAME, "process.pid": os.getpid()}),
     )
@@ -146,16 +151,34 @@ def inject(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def received(
-    message: Mapping[str, Any], name: str, attributes: Mapping[str, Any] | None = None
+    message: Mapping[str, Any],
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: str = "server",
 ) -> AbstractContextManager[Any]:
-    """A server span for a message from another process, child of the span that sent it
-    (``inject``'s ``traceparent``); do-nothing when off."""
+    """A server span (``consumer`` for a queued task) for a message from another process or
+    an earlier time, child of the span that sent it (``inject``'s ``traceparent``, or a
+    ``carrier``); do-nothing when off."""
     tracer = _state.tracer
     if tracer is None:
         return OFF
     return tracer.start_as_current_span(
-        name, context=_extract(message), attributes=attributes, kind=_kind("server")
+        name, context=_extract(message), attributes=attributes, kind=_kind(kind)
     )
+
+
+def fresh_context() -> contextvars.Context:
+    """An empty context for work that must not inherit its caller's (``run_on_server_loop``),
+    holding the caller's current span when traces are on: what it runs stays in the trace."""
+    context = contextvars.Context()
+    if _state.tracer is None:
+        return context
+    from opentelemetry.context import attach
+    from opentelemetry.trace import get_current_span, set_span_in_context
+
+    context.run(attach, set_span_in_context(get_current_span()))
+    return context
 
 
 def begin(
@@ -218,4 +241,10 @@ def _extract(headers: Mapping[str, Any]) -> Any:
 def _kind(name: str) -> Any:
     from opentelemetry.trace import SpanKind
 
-    return {"internal": SpanKind.INTERNAL, "server": SpanKind.SERVER, "client": SpanKind.CLIENT}[name]
+    kinds = {
+        "internal": SpanKind.INTERNAL,
+        "server": SpanKind.SERVER,
+        "client": SpanKind.CLIENT,
+        "consumer": SpanKind.CONSUMER,
+    }
+    return kinds[name]

@@ -1,6 +1,9 @@
 """Which spans a process keeps and where it sends them (``chatproject.tracing``; imported only
 with tracing on, since it needs OpenTelemetry's SDK).
 
+``OTEL_TRACES_SAMPLER`` / ``OTEL_TRACES_SAMPLER_ARG``: the standard's samplers, each composed
+with ``NoStrayClientCalls``.
+
 ``OTEL_TRACES_EXPORTER``: ``otlp`` (the default: OTLP over HTTP, configured by the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console`` (stdout), ``file`` (one JSON object per span,
 appended to ``OTEL_TRACES_FILE``: what a test of several processes reads back, or a log
@@ -9,7 +12,7 @@ shipper tails), ``none``.
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +21,51 @@ from django.core.exceptions import ImproperlyConfigured
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
-from opentelemetry.trace import Link, SpanKind
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    DEFAULT_OFF,
+    DEFAULT_ON,
+    Decision,
+    ParentBasedTraceIdRatio,
+    Sampler,
+    SamplingResult,
+    TraceIdRatioBased,
+)
+from opentelemetry.trace import Link, SpanKind, get_current_span
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
+# The standard's samplers (``OTEL_TRACES_SAMPLER``, checked by the settings), built from the
+# SDK's own classes; the ratio samplers take ``OTEL_TRACES_SAMPLER_ARG``, the others ignore it.
+# Not the SDK's own reader of the two variables (``sampling._get_from_env_or_default``): it is
+# private, and on a bad value it logs a warning and keeps every trace, where the settings refuse.
+SAMPLERS: dict[str, Callable[[float], Sampler]] = {
+    "always_on": lambda _ratio: ALWAYS_ON,
+    "always_off": lambda _ratio: ALWAYS_OFF,
+    "traceidratio": TraceIdRatioBased,
+    "parentbased_always_on": lambda _ratio: DEFAULT_ON,
+    "parentbased_always_off": lambda _ratio: DEFAULT_OFF,
+    "parentbased_traceidratio": ParentBasedTraceIdRatio,
+}
+
+
+def configured_sampler() -> Sampler:
+    """``TRACING_SAMPLER`` (with its ratio), with stray client calls dropped."""
+    return NoStrayClientCalls(SAMPLERS[settings.TRACING_SAMPLER](settings.TRACING_SAMPLER_RATIO))
+
 
 class NoStrayClientCalls(Sampler):
-    """The root sampler: a database or Redis call with no parent (a heartbeat, a loop, the
-    mailbox's reads) starts no trace; any other root (a request, a socket event) does."""
+    """``sampler``, except that a database or Redis call with no parent (a heartbeat, a loop,
+    the mailbox's reads) starts no trace: a trace is a request, a socket event or a turn.
+
+    A span with a parent (a turn's, or one whose ``traceparent`` came from another process)
+    is ``sampler``'s to decide: the parent-based ones follow the parent, so a turn forwarded
+    through the mailbox is recorded whole or not at all; the ratio ones decide by the trace id,
+    the same way in every process."""
+
+    def __init__(self, sampler: Sampler) -> None:
+        self._sampler = sampler
 
     def should_sample(
         self,
@@ -38,12 +77,14 @@ class NoStrayClientCalls(Sampler):
         links: Sequence[Link] | None = None,
         trace_state: TraceState | None = None,
     ) -> SamplingResult:
-        if kind is SpanKind.CLIENT:
+        if kind is SpanKind.CLIENT and not get_current_span(parent_context).get_span_context().is_valid:
             return SamplingResult(Decision.DROP)
-        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+        return self._sampler.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
 
     def get_description(self) -> str:
-        return "NoStrayClientCalls"
+        return f"NoStrayClientCalls{{{self._sampler.get_description()}}}"
 
 
 class JsonLinesExporter(SpanExporter):

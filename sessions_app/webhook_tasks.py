@@ -24,6 +24,7 @@ from django.utils import timezone
 from django_tasks import TaskResultStatus, task
 from django_tasks_db.models import DBTaskResult
 
+from chatproject import tracing
 from sessions_app import metrics, webhooks
 from sessions_app.processes import layer_fingerprint
 from threads_app.models import Box
@@ -49,11 +50,35 @@ class DeliveryRefused(Exception):
 
 @task()
 def deliver_attempt(
-    box_id: str, body: str, delivery: str, number: int, problems: list[str], delays: list[float]
+    box_id: str,
+    body: str,
+    delivery: str,
+    number: int,
+    problems: list[str],
+    delays: list[float],
+    trace: dict[str, str] | None = None,
 ) -> str:
     """Attempt ``number`` of ``delivery``; enqueues the next one if this one failed and its
     schedule (``delays``, fixed when the delivery was made) has one left. ``problems`` are
-    the earlier attempts' (for the dead letter)."""
+    the earlier attempts' (for the dead letter). ``trace`` is the span the delivery was made
+    in (``chatproject.tracing.carrier``: traces on only), the parent of every attempt's."""
+    attributes = {"tether.delivery": delivery, "tether.attempt": number}
+    with tracing.received(trace or {}, "webhook attempt", attributes, kind="consumer") as span:
+        result = _attempt(box_id, body, delivery, number, problems, delays, trace)
+        if span is not None:
+            span.set_attribute("tether.outcome", result)
+        return result
+
+
+def _attempt(
+    box_id: str,
+    body: str,
+    delivery: str,
+    number: int,
+    problems: list[str],
+    delays: list[float],
+    trace: dict[str, str] | None,
+) -> str:
     if _next_attempt_queued(delivery, number):
         # Run again after its process died between enqueuing the next attempt and recording
         # its own end: the next attempt carries the delivery on.
@@ -75,7 +100,7 @@ def deliver_attempt(
         raise DeliveryFailed(f"delivery {delivery} failed after {number} attempts: " + "; ".join(problems))
     delay = delays[number - 1]
     deliver_attempt.using(queue_name=queue(), run_after=timezone.now() + timedelta(seconds=delay)).enqueue(
-        box_id, body, delivery, number + 1, problems, delays
+        box_id, body, delivery, number + 1, problems, delays, **_carrying(trace)
     )
     logger.info("webhook %s failed (%s); attempt %d in %gs", delivery, result.problem, number + 1, delay)
     return f"failed ({result.problem}); attempt {number + 1} in {delay:g}s"
@@ -92,9 +117,15 @@ def enqueue(box: Box, payload: dict[str, Any]) -> str:
     delivery = uuid.uuid4().hex
     body = webhooks.encode(payload).decode()
     deliver_attempt.using(queue_name=queue()).enqueue(
-        str(box.pk), body, delivery, 1, [], webhooks.retry_delays()
+        str(box.pk), body, delivery, 1, [], webhooks.retry_delays(), **_carrying(tracing.carrier())
     )
     return delivery
+
+
+def _carrying(trace: dict[str, str] | None) -> dict[str, Any]:
+    """The keyword that carries ``trace`` to an attempt: none without a trace (traces off),
+    so that the stored task is what it always was."""
+    return {"trace": trace} if trace else {}
 
 
 def requeue_abandoned(live_workers: set[str]) -> int:

@@ -27,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 
+from chatproject import tracing
 from sessions_app import webhook_tasks
 from sessions_app.accepting import accept_send
 from sessions_app.database import database_sync_to_async
@@ -181,7 +182,9 @@ async def _answer(box_id: uuid.UUID, send: AcceptedMessage, author: str) -> None
         pool = pools.for_box(box.id, box.engine, box.engine_options)
         session = await pool.activate(thread_id, author=author)
         fence = session.fence
-        response = await session.send(UserTurn.of_send(send))
+        turn = UserTurn.of_send(send)
+        turn.trace = tracing.carrier()  # the span the send was accepted in (traces on only)
+        response = await session.send(turn)
         if response.outcome == LOST:
             return  # the box's new owner answers it (and delivers that answer)
         outcome = _outcome(response)

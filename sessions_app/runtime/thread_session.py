@@ -10,8 +10,9 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import TYPE_CHECKING, assert_never
 
+from chatproject import tracing
 from sessions_app import metrics
 from sessions_app.runtime import transcript
 from sessions_app.runtime.conversation import Conversation
@@ -29,6 +30,9 @@ from sessions_app.runtime.messages import (
 )
 from sessions_app.runtime.phases import Phase, is_busy
 from threads_app.fencing import Fenced
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +59,9 @@ LOST = "lost"
 
 
 class ChatThreadSession(Conversation):
+    # The running turn's span (traces on only), current while its messages are handled.
+    _turn_span: "Span | None" = None
+
     def __init__(
         self,
         *,
@@ -74,10 +81,27 @@ class ChatThreadSession(Conversation):
         return is_busy(self.phase)
 
     async def send(self, turn: UserTurn) -> TurnResponse:
+        """The turn's complete response, in a span of its own when traces are on: a child of the
+        span its send was accepted in (``turn.trace``), ended with the response's outcome."""
         if self.is_busy():
             raise SessionBusy(str(self.thread_id))
         self._texts, self._step_ids = [], []
-        self._turn = asyncio.get_running_loop().create_future()  # park() waits from the start
+        response = self._turn = asyncio.get_running_loop().create_future()  # park() waits from the start
+        span = self._turn_span = tracing.begin("turn", turn.trace)
+        if span is None:
+            return await self._send(turn, response)
+        span.set_attribute("tether.kind", "integration")
+        span.set_attribute("tether.thread", str(self.thread_id))
+        span.set_attribute("tether.sends", ",".join(map(str, turn.accepted_ids)))
+        try:
+            with tracing.active(span):
+                return await self._send(turn, response)
+        finally:
+            if self._turn_span is span:  # no response: the send raised
+                self._turn_span = None
+                tracing.end(span, "error")
+
+    async def _send(self, turn: UserTurn, response: "asyncio.Future[TurnResponse]") -> TurnResponse:
         if self.phase is Phase.IDLE:
             self._move(Phase.STARTING)
             try:
@@ -94,12 +118,12 @@ class ChatThreadSession(Conversation):
         except Fenced as exc:
             self._move(Phase.READY)
             self._lose(exc)
-            return await self._turn
+            return await response
         except Exception:
             self._move(Phase.READY)  # the engine never saw the turn
             raise
         await run.send(turn)
-        return await self._turn
+        return await response
 
     def _lose(self, exc: Fenced) -> None:
         """The box was taken over: this turn's work is dropped, and said once."""
@@ -109,7 +133,8 @@ class ChatThreadSession(Conversation):
     async def on_message(self, message: ChatMessage) -> None:
         """The engine's message; a refused write ends the turn as lost (``LOST``)."""
         try:
-            await self._on_message(message)
+            with tracing.active(self._turn_span):
+                await self._on_message(message)
         except Fenced as exc:
             self._lose(exc)
 
@@ -125,7 +150,8 @@ class ChatThreadSession(Conversation):
                     "thread %s: task event skipped (integrations get responses only)", self.thread_id
                 )
             case AssistantText(message_id=message_id, text=text):
-                step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
+                with tracing.span("reply"):
+                    step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
                 self._texts.append(text)
                 self._step_ids.append(step["id"])
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
@@ -145,6 +171,8 @@ class ChatThreadSession(Conversation):
     def _finish(self, response: TurnResponse) -> None:
         if self._turn is not None and not self._turn.done():
             self._turn.set_result(response)
+            span, self._turn_span = self._turn_span, None
+            tracing.end(span, response.outcome)
 
     async def on_close(self, run: Run, error: BaseException | None) -> None:
         if run is not self.run:

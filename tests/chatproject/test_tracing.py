@@ -10,11 +10,16 @@ need PostgreSQL (the psycopg instrumentation); on SQLite the rest is still check
 """
 
 import asyncio
+import contextlib
 import http.server
+import json
+import os
+import subprocess
 import sys
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
@@ -22,20 +27,32 @@ import psycopg
 import pytest
 import redis
 import redis.asyncio
+from asgiref.sync import sync_to_async
+from channels.testing import HttpCommunicator
+from django.conf import settings as django_settings
+from django.core.asgi import get_asgi_application
 from django.db import connection, connections
+from django_tasks_db.models import DBTaskResult
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
 from chatproject import tracing
-from chatproject.tracing_export import configured_exporter
+from chatproject.tracing_export import SAMPLERS, configured_exporter
+from sessions_app import webhook_tasks
 from sessions_app.mailbox import Mailbox, mailbox
-from tests.support.client import session_cookie
+from sessions_app.runtime.integration_turns import accept_here
+from sessions_app.runtime.ownership import known_owners
+from tests.support.client import api_token, session_cookie
+from tests.support.loopback import serving
+from tests.support.waiting import wait_until_async
+from tests.support.webhook_receiver import Receiver, hooked_box
 from tests.support.wire import InProcessSocket, in_process_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+ROOT = Path(__file__).resolve().parents[2]
 APPS = {"hooks": "tests.apps.lifecycle_app", "engine": "sessions_app.default_app"}
 
 
@@ -48,10 +65,13 @@ def _fresh_database_connections() -> None:
         close_pool()
 
 
-@pytest.fixture
-def exported(settings) -> Iterator[InMemorySpanExporter]:
-    """Traces on, every span exported at its end into memory."""
+@contextlib.contextmanager
+def traces_on(
+    settings: Any, sampler: str = "parentbased_always_on", ratio: float = 1.0
+) -> Iterator[InMemorySpanExporter]:
+    """Traces on with that sampler, every span kept exported at its end into memory."""
     settings.TRACING_ENABLED = True
+    settings.TRACING_SAMPLER, settings.TRACING_SAMPLER_RATIO = sampler, ratio
     exporter = InMemorySpanExporter()
     tracing.start(exporter, batch=False)
     _fresh_database_connections()
@@ -60,6 +80,13 @@ def exported(settings) -> Iterator[InMemorySpanExporter]:
     finally:
         tracing.stop()
         _fresh_database_connections()
+
+
+@pytest.fixture
+def exported(settings) -> Iterator[InMemorySpanExporter]:
+    """Traces on (the default sampler: every trace)."""
+    with traces_on(settings) as exporter:
+        yield exporter
 
 
 @pytest.fixture
@@ -198,6 +225,117 @@ async def test_the_redis_calls_of_a_send_are_in_its_trace(
     assert not [c for c in calls if c.name == "PING"], evidence
 
 
+# --- an integration's message is one trace ------------------------------------------------
+
+
+def queued_attempts_now() -> list[dict[str, Any]]:
+    """The queued webhook attempts' arguments (as stored: what a worker runs them with)."""
+    return [
+        r.args_kwargs
+        for r in DBTaskResult.objects.filter(queue_name=webhook_tasks.queue()).order_by("enqueued_at")
+    ]
+
+
+queued_attempts = sync_to_async(queued_attempts_now)
+
+
+async def two_queued() -> bool:
+    return len(await queued_attempts()) == 2
+
+
+@pytest.fixture
+def integration_env(settings, app_env) -> None:
+    settings.CHAT_APP = APPS["engine"]
+    settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.TASK_WORKER_THREADS = 0  # the tests run the attempt, as a worker runs it
+
+
+async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> None:
+    """POST an integration's message through Django's ASGI handler, in process: 202."""
+    body = json.dumps({"messageId": str(uuid.uuid4()), "message": text}).encode()
+    post = HttpCommunicator(
+        http_app,
+        "POST",
+        f"/api/integrations/threads/{thread_id}/messages/",
+        body=body,
+        headers=[
+            (b"host", b"testserver"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"authorization", f"Token {token}".encode()),
+        ],
+    )
+    answer = await post.get_response(timeout=10)
+    assert answer["status"] == 202, answer
+
+
+@contextlib.asynccontextmanager
+async def box_owned_elsewhere(box_id: uuid.UUID) -> AsyncIterator[None]:
+    """This process takes the box for another process's (a second mailbox of this one, serving
+    ``runtime.integration`` as an owner does): a message for it crosses the mailbox."""
+    other = Mailbox()
+    other.register("runtime.integration", accept_here)
+    try:
+        there = await other.channel()
+        known_owners.put(("box", box_id), there, asyncio.get_running_loop().time())
+        yield
+    finally:
+        known_owners.forget(("box", box_id))
+        other.reset()
+        mailbox.reset()
+
+
+@pytest.mark.parametrize("owner", ["here", "forwarded"])
+async def test_an_integration_message_is_one_trace_from_the_request_to_the_webhook_attempt(
+    make_user, integration_env, exported, owner
+):
+    """The POST (Django's own span), the mailbox request to the box's owner when it is
+    another process, the turn and its reply, and the webhook attempt, a task run later from
+    the database with the trace in its arguments."""
+    http_app = get_asgi_application()  # its middleware now has the Django instrumentation's
+    user = make_user()
+    token = await api_token(user)
+    hook = Receiver()
+    thread_id = str(uuid.uuid4())
+    async with serving(hook.handle) as port:
+        box = await hooked_box(user, f"http://127.0.0.1:{port}/hook")
+        async with box_owned_elsewhere(box.id) if owner == "forwarded" else contextlib.AsyncExitStack():
+            await post_message(http_app, token, thread_id, "hello")
+            await wait_until_async(queued_attempts, timeout=10)
+        (stored,) = await queued_attempts()
+        assert stored["kwargs"]["trace"]["traceparent"], stored  # the trace rides in the task
+        run_attempt = sync_to_async(webhook_tasks.deliver_attempt.call)
+        assert await run_attempt(*stored["args"], **stored["kwargs"]) == "delivered (attempt 1)"
+        assert len(hook.deliveries) == 1
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    request = one([s for s in spans if s.kind is SpanKind.SERVER and s.parent is None], spans)
+    assert request.attributes is not None and request.attributes.get("http.method", "POST") == "POST", (
+        evidence
+    )
+    turn = one(named(spans, "turn"), spans)
+    assert turn.attributes is not None and turn.attributes["tether.outcome"] == "success", evidence
+    assert turn.attributes["tether.thread"] == thread_id, evidence
+    assert descends_from(turn, request, spans), evidence
+    hops = named(spans, "mailbox runtime.integration")
+    if owner == "forwarded":
+        hop = one(hops, spans)
+        assert hop.kind is SpanKind.SERVER and descends_from(hop, request, spans), evidence
+        assert turn.parent is not None and turn.parent.span_id == hop.context.span_id, evidence
+    else:
+        assert hops == [], evidence
+    replies = named(spans, "reply")
+    assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
+    attempt = one(named(spans, "webhook attempt"), spans)
+    assert attempt.kind is SpanKind.CONSUMER and descends_from(attempt, request, spans), evidence
+    assert attempt.attributes is not None and attempt.attributes["tether.outcome"] == "delivered (attempt 1)"
+    assert {s.context.trace_id for s in spans} == {request.context.trace_id}, evidence
+    if connection.vendor == "postgresql":
+        queries = [s for s in spans if s.instrumentation_scope and "psycopg" in s.instrumentation_scope.name]
+        assert any(descends_from(q, turn, spans) for q in queries), evidence
+        assert any(descends_from(q, attempt, spans) for q in queries), evidence
+
+
 # --- the mailbox carries the trace --------------------------------------------------------
 
 
@@ -230,6 +368,116 @@ async def test_a_mailbox_request_is_served_in_the_senders_trace(settings, app_en
     assert request.parent is not None and request.parent.span_id == here.context.span_id, evidence
     assert work.parent is not None and work.parent.span_id == request.context.span_id, evidence
     assert served[0] and served[0]["traceparent"].split("-")[1] == f"{here.context.trace_id:032x}"
+
+
+# --- sampling -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sampled(request, settings) -> Iterator[InMemorySpanExporter]:
+    """Traces on with the sampler and ratio the test names (``indirect`` parametrization)."""
+    sampler, ratio = request.param
+    with traces_on(settings, sampler, ratio) as exporter:
+        yield exporter
+
+
+@pytest.mark.parametrize(
+    "sampled",
+    [(s, r) for s in ("traceidratio", "parentbased_traceidratio") for r in (0.0, 1.0)],
+    indirect=True,
+    ids=lambda p: f"{p[0]}-{p[1]:g}",
+)
+async def test_a_ratio_of_0_records_no_turn_and_1_records_every_turn(settings, make_user, app_env, sampled):
+    ratio = settings.TRACING_SAMPLER_RATIO
+    async for sock in socket_for(settings, make_user, "engine"):
+        for n, text in enumerate(("first", "second", "third"), start=1):
+            await one_turn(sock, text, n)
+        if ratio:
+            await turn_ended(sampled)
+    await asyncio.sleep(0.2)  # a span that would end after the last event
+    spans = list(sampled.get_finished_spans())
+    if not ratio:
+        assert spans == [], listing(spans)
+        return
+    sends = named(spans, "socket client_message")
+    assert len(sends) == 3, listing(spans)
+    traces = {s.context.trace_id for s in sends}
+    assert len(traces) == 3 and {t.context.trace_id for t in named(spans, "turn")} == traces, listing(spans)
+
+
+@pytest.mark.parametrize(
+    ("sampled", "flags"),
+    [(("parentbased_traceidratio", 0.0), "01"), (("parentbased_traceidratio", 1.0), "00")],
+    indirect=["sampled"],
+    ids=["kept-there-ratio-0-here", "dropped-there-ratio-1-here"],
+)
+async def test_a_request_over_the_mailbox_follows_its_senders_decision(settings, app_env, sampled, flags):
+    """The sender's span came from another process (its ``traceparent``, as a forwarded
+    turn's does): whatever this process's own ratio, the request is served in that trace if
+    the sender kept it, and nothing of it is recorded if the sender dropped it."""
+    trace_id, sender = f"{uuid.uuid4().int:032x}", f"{uuid.uuid4().int >> 64:016x}"
+    other = Mailbox()
+
+    async def handler(message: dict[str, Any]) -> str:
+        with tracing.span("work there"):
+            return "done"
+
+    other.register("test.traced", handler)
+    try:
+        there = await other.channel()
+        with tracing.received({"traceparent": f"00-{trace_id}-{sender}-{flags}"}, "forwarded here"):
+            assert await mailbox.request(there, {"type": "test.traced"}) == "done"
+    finally:
+        other.reset()
+        mailbox.reset()
+    spans = list(sampled.get_finished_spans())
+    if flags == "00":
+        assert spans == [], listing(spans)
+        return
+    names = {s.name for s in spans}
+    assert {"forwarded here", "mailbox test.traced", "work there"} <= names, listing(spans)
+    assert {f"{s.context.trace_id:032x}" for s in spans} == {trace_id}, listing(spans)
+
+
+def test_stray_client_calls_stay_dropped_under_every_sampler(settings):
+    """A database or Redis call with no parent starts no trace, whichever sampler is set."""
+    for sampler in settings.TRACING_SAMPLERS:
+        with traces_on(settings, sampler) as exporter:
+            with tracing.span("stray", kind="client"):
+                pass
+            with tracing.span("root", kind="server"), tracing.span("call", kind="client"):
+                pass
+            names = [s.name for s in exporter.get_finished_spans()]
+        assert "stray" not in names, (sampler, names)
+        assert names == ([] if sampler.endswith("always_off") else ["call", "root"]), (sampler, names)
+
+
+def test_every_sampler_the_settings_accept_is_built():
+    assert set(SAMPLERS) == set(django_settings.TRACING_SAMPLERS)
+
+
+@pytest.mark.parametrize(
+    ("env", "error"),
+    [
+        ({"OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER must be one of"),
+        ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1%"}, "ratio from 0 to 1"),
+        (
+            {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "2"},
+            "ratio from 0 to 1",
+        ),
+    ],
+)
+def test_a_bad_sampler_setting_stops_the_start_with_a_clear_error(env, error):
+    """The settings module, read in a fresh process with ``env``, refuses to load."""
+    refused = subprocess.run(
+        [sys.executable, "-c", "import chatproject.settings"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and error in refused.stderr, refused.stderr[-2000:]
 
 
 # --- off: nothing runs --------------------------------------------------------------------
@@ -275,6 +523,26 @@ async def test_with_traces_off_a_turn_runs_no_opentelemetry_code(settings, make_
         with OpenTelemetryCalls() as seen:
             await one_turn(sock, "second", 2)
     assert seen.calls == [], seen.calls[:20]
+
+
+async def test_with_traces_off_an_integration_turn_runs_no_opentelemetry_code(
+    settings, make_user, integration_env
+):
+    """The POST's turn on the event loop (the view's thread is not watched) and the task it
+    queues, which carries no trace."""
+    assert not settings.TRACING_ENABLED
+    http_app = get_asgi_application()
+    user = make_user()
+    token = await api_token(user)
+    thread_id = str(uuid.uuid4())
+    await hooked_box(user, "http://127.0.0.1:9/hook")
+    await post_message(http_app, token, thread_id, "first")
+    await wait_until_async(queued_attempts, timeout=10)
+    with OpenTelemetryCalls() as seen:
+        await post_message(http_app, token, thread_id, "second")
+        await wait_until_async(two_queued, timeout=10)
+    assert seen.calls == [], seen.calls[:20]
+    assert [a["kwargs"] for a in await queued_attempts()] == [{}, {}]  # no trace in the tasks
 
 
 async def test_the_pin_sees_opentelemetry_code_when_traces_are_on(settings, make_user, app_env, exported):
