@@ -6,6 +6,10 @@ written: one step per shown run, with its type, parent, input and output; the mo
 streamed into its step and the final answer into a message, token by token."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +20,7 @@ from threads_app.models import Step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+ROOT = Path(__file__).resolve().parents[2]
 STEP_TYPES = {"run", "tool", "llm", "retrieval", "undefined"}
 
 
@@ -151,3 +156,38 @@ async def test_a_failing_tool_is_an_error_step_and_the_runs_around_it_fail_with_
     written = {row.name: row for row in await rows(thread_id)}
     assert written["weather"].is_error and written["weather"].end is not None
     await client.disconnect()
+
+
+def python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a new interpreter with the project's settings (a fresh ``sys.modules``)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "chatproject.settings"}
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_server_and_the_chat_api_start_without_importing_langchain() -> None:
+    loaded = python(
+        "import sys, django; django.setup(); import chatproject.asgi, sessions_app.chat;"
+        "print(sorted(m for m in sys.modules if m.startswith(('langchain', 'langsmith'))))"
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.strip() == "[]", loaded.stdout
+
+
+def test_using_the_handler_without_langchain_core_names_the_package() -> None:
+    refused = python(
+        "import sys, django; django.setup(); sys.modules['langchain_core'] = None;"
+        "from sessions_app import chat; chat.LangchainCallbackHandler"
+    )
+    assert refused.returncode == 1, (refused.stdout, refused.stderr)
+    assert (
+        "ImportError: chat.LangchainCallbackHandler needs the optional package langchain-core"
+        in refused.stderr
+    )
