@@ -13,12 +13,15 @@ With ``stream_final_answer``, the tokens a model writes after ``answer_prefix_to
 default ``Final Answer:``, matched with whitespace ignored) also stream into a new message,
 ``handler.final_stream``, which is sent when that model call ends.
 
-LangChain calls the sync handler's methods on the thread that runs the chain (an app thread,
-its executor's), and the async one's on the loop, or on a loop of its own for a sync run.
-Every step change goes to the chat's event loop in the order it was made; a thread waits for
-them all when its outermost run ends, so what the app sends after the chain comes after its
-steps. A sync ``invoke`` made on the event loop itself holds the loop: its steps go out, in
-order, when the loop runs again.
+The sync handler is for runs on a thread (``chat.make_async(chain.invoke)``, or the threads
+LangChain runs a sync handler on in an async run): it hands every step change to the chat's
+event loop in order, and waits for them all when its outermost run ends, so what the app
+sends next comes after the steps. The async handler is for async runs: on the loop itself, and, for the sync parts of an async
+run (a plain function in a ``RunnableLambda`` that calls a tool), on LangChain's own loop,
+where it waits for each change.
+A run that holds the chat's loop (a sync ``invoke`` made on it, or the async handler in a sync
+run, which LangChain drives on a loop of its own) could only have its steps written after the
+reply, and after the turn, when they are refused: it is not recorded, and the log says so once.
 
 This module needs the optional ``langchain-core`` package; ``sessions_app.chat`` imports it
 only when one of the handlers is first used.
@@ -28,6 +31,8 @@ import asyncio
 import concurrent.futures
 import contextvars
 import json
+import logging
+import threading
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -52,6 +57,8 @@ from sessions_app.chat.sync import hook_loop
 
 # A step change waiting to run on the chat's event loop.
 Change = Coroutine[Any, Any, object]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_ANSWER_PREFIX_TOKENS = ("Final", "Answer", ":")
 # Runs that only compose others: hidden, their children nest under the nearest shown run.
@@ -128,12 +135,31 @@ class AnswerWatch:
 
 @dataclass
 class Run:
-    """A LangChain run the handler saw: its step (None when hidden) and its parent run."""
+    """A LangChain run the handler saw: its step (None when hidden or not recorded) and its
+    parent run."""
 
     step: Step | None
     parent: uuid.UUID | None
     kind: str
     answer: AnswerWatch | None = None
+    # False: run where its steps could not be written in turn (see ``StepRecorder.start``).
+    recorded: bool = True
+
+
+_said_unrecorded = threading.Event()
+
+
+def _say_unrecorded(handler: str) -> None:
+    """Log once per process that a run is not recorded, and what to do instead."""
+    if not _said_unrecorded.is_set():
+        _said_unrecorded.set()
+        logger.warning(
+            "%s: a LangChain run held the chat's event loop (a sync run on the loop, or the "
+            "async handler in a sync run), so its steps are not shown; run it with "
+            "chat.make_async(chain.invoke) and chat.LangchainCallbackHandler, or "
+            "await chain.ainvoke with chat.AsyncLangchainCallbackHandler",
+            handler,
+        )
 
 
 class StepRecorder:
@@ -165,9 +191,16 @@ class StepRecorder:
         self.runs: dict[uuid.UUID, Run] = {}
         self._tail: asyncio.Future[None] | None = None
 
-    # --- handing step changes to the loop, in order ---------------------------------------
+    def on_loop(self) -> bool:
+        """Called on the chat's event loop (from a coroutine, or from plain code that holds it)."""
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
 
-    def _chain(self, change: Change) -> "asyncio.Task[None]":
+    # --- handing step changes over from other threads, in order ---------------------------
+
+    async def _enqueue(self, change: Change) -> None:
         """On the loop: run ``change`` after every change handed over before it."""
         previous = self._tail
 
@@ -178,32 +211,11 @@ class StepRecorder:
 
         task = self.loop.create_task(after(), context=self.context.copy())
         self._tail = task
-        return task
-
-    async def _enqueue(self, change: Change) -> None:
-        await self._chain(change)
-
-    def on_loop(self) -> bool:
-        try:
-            return asyncio.get_running_loop() is self.loop
-        except RuntimeError:
-            return False
-
-    async def apply(self, change: Change) -> None:
-        """From a coroutine: on the chat's loop, wait for the change; on another loop (a sync
-        run of the async handler), hand it over without waiting, as that run may hold the
-        chat's loop."""
-        if self.on_loop():
-            await self._chain(change)
-        else:
-            self.submit(change, wait=False)
+        await task
 
     def submit(self, change: Change, *, wait: bool) -> None:
-        """From plain code: hand the change to the loop (from the loop itself, scheduled);
-        with ``wait``, from another thread, wait until it and those before it are done."""
-        if self.on_loop():
-            self._chain(change)
-            return
+        """From another thread: hand the change to the loop; with ``wait``, wait until it and
+        every change handed over before it are done."""
         handed: concurrent.futures.Future[None] = asyncio.run_coroutine_threadsafe(
             self._enqueue(change), self.loop
         )
@@ -235,8 +247,17 @@ class StepRecorder:
         kind: str,
         inputs: Any,
         tags: list[str] | None,
+        recordable: bool,
+        handler: str,
     ) -> Change | None:
-        """Note a run that starts; the change that shows its step (None: hidden)."""
+        """Note a run that starts; the change that shows its step (None: hidden). A run is
+        not recorded where its steps could only be written after the code that follows it
+        (``recordable`` False: it holds the chat's loop), nor is anything it runs."""
+        parent = self.runs.get(parent_run_id) if parent_run_id is not None else None
+        if not recordable or (parent is not None and not parent.recorded):
+            _say_unrecorded(handler)
+            self.runs[run_id] = Run(None, parent_run_id, kind, recorded=False)
+            return None
         if self._hidden(name, kind, parent_run_id):
             self.runs[run_id] = Run(None, parent_run_id, kind)
             return None
@@ -244,9 +265,9 @@ class StepRecorder:
         step.input = plain(inputs)
         if tags:
             step.metadata["tags"] = list(tags)
-        parent = self._shown_parent(parent_run_id)
-        if parent is not None:
-            step.parent_id = parent.id
+        shown_parent = self._shown_parent(parent_run_id)
+        if shown_parent is not None:
+            step.parent_id = shown_parent.id
         else:
             self.context.copy().run(step.take_parent)
         run = Run(step, parent_run_id, kind)
@@ -306,9 +327,15 @@ class StepRecorder:
         step.output = failure
         await step.finish()
 
+    def recorded(self, run_id: uuid.UUID | None) -> bool:
+        """``run_id`` is a run this handler saw and records."""
+        run = self.runs.get(run_id) if run_id is not None else None
+        return run is not None and run.recorded
+
     def is_outermost(self, run_id: uuid.UUID) -> bool:
+        """An outermost run that is recorded (hidden or shown)."""
         run = self.runs.get(run_id)
-        return run is not None and run.parent is None
+        return run is not None and run.parent is None and run.recorded
 
 
 def _name(serialized: dict[str, Any] | None, kwargs: dict[str, Any], fallback: str) -> str:
@@ -388,11 +415,15 @@ class LangchainCallbackHandler(BaseCallbackHandler):
     def _hand(self, change: Change | None, *, wait: bool = False) -> None:
         if change is not None:
             self.recorder.submit(change, wait=wait)
-        elif wait and not self.recorder.on_loop():
+        elif wait:
             self.recorder.submit(_nothing(), wait=True)
 
     def _started(self, run_id: uuid.UUID, parent: uuid.UUID | None, **run: Any) -> None:
-        self._hand(self.recorder.start(run_id, parent, **run))
+        # On the loop's own thread the loop waits for this run: nothing could be written now.
+        recordable = not self.recorder.on_loop()
+        self._hand(
+            self.recorder.start(run_id, parent, recordable=recordable, handler=type(self).__name__, **run)
+        )
 
     def _ended(self, run_id: uuid.UUID, change: Change | None) -> None:
         self._hand(change, wait=self.recorder.is_outermost(run_id))
@@ -565,11 +596,21 @@ class AsyncLangchainCallbackHandler(AsyncCallbackHandler):
         return self.recorder.has_streamed_final_answer
 
     async def _apply(self, change: Change | None) -> None:
-        if change is not None:
-            await self.recorder.apply(change)
+        if change is None:
+            return
+        if self.recorder.on_loop():
+            await change  # in the caller's task: a stop of the hook stops it too
+        else:  # a sync part of a recorded run, on LangChain's loop: the chat's loop is free
+            self.recorder.submit(change, wait=True)
 
     async def _started(self, run_id: uuid.UUID, parent: uuid.UUID | None, **run: Any) -> None:
-        await self._apply(self.recorder.start(run_id, parent, **run))
+        # On a loop of LangChain's own, a sync run inside a recorded (async) run: the chat's
+        # loop awaits it, so its changes can be waited for; any other sync run may be
+        # holding the chat's loop.
+        recordable = self.recorder.on_loop() or self.recorder.recorded(parent)
+        await self._apply(
+            self.recorder.start(run_id, parent, recordable=recordable, handler=type(self).__name__, **run)
+        )
 
     async def on_chain_start(
         self,

@@ -2,8 +2,8 @@
 ``RunnableLambda`` that calls a ``@tool`` and a retriever, then a prompt, a fake chat model
 that is part of langchain_core (it streams its answer word by word) and a parser, all inside
 a ``@chat.step``. The message's first word picks the run: ``async`` (``astream`` with the
-async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``fail`` (the
-tool raises, with the async handler)."""
+async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``blocking`` (``invoke``
+on the event loop with the sync handler), ``fail`` (the tool raises, with the async handler)."""
 
 from typing import Any
 
@@ -89,6 +89,11 @@ async def on_message(message: chat.Message) -> None:
             await chain_for(city).ainvoke(city, config={"callbacks": [handler]})
         except ValueError as error:
             await chat.Message(f"failed: {error}").send()
+        return
+    if mode == "blocking":  # a sync invoke on the event loop, as some of Chainlit's examples do
+        handler = chat.LangchainCallbackHandler()
+        text = chain_for(city).invoke(city, config={"callbacks": [handler]})
+        await chat.Message(text).send()
         return
     await runs[mode](city)
     await chat.Message(f"done {mode}").send()

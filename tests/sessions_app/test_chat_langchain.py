@@ -191,3 +191,22 @@ def test_using_the_handler_without_langchain_core_names_the_package() -> None:
         "ImportError: chat.LangchainCallbackHandler needs the optional package langchain-core"
         in refused.stderr
     )
+
+
+async def test_a_sync_invoke_on_the_event_loop_answers_and_says_once_why_it_has_no_steps(
+    langchain_server, make_user
+):
+    # The run holds the loop: its steps could only be written after the reply (and after the
+    # turn, when they are refused), so none is shown and the log says what to do instead.
+    for city in ("Rome", "Oslo"):
+        client, thread_id = await turn(
+            langchain_server, make_user(), f"blocking {city}", f"Final Answer: sunny in {city}"
+        )
+        await client.disconnect()
+        written = await rows(thread_id)
+        assert [row.type for row in written] == ["user_message", "assistant_message"], [
+            (row.type, row.name) for row in written
+        ]
+    log = langchain_server.log_path.read_text()
+    assert log.count("a LangChain run held the chat's event loop") == 1, log
+    assert "chat.make_async(chain.invoke)" in log and "Traceback" not in log, log
