@@ -3,7 +3,8 @@
 that is part of langchain_core (it streams its answer word by word) and a parser, all inside
 a ``@chat.step``. The message's first word picks the run: ``async`` (``astream`` with the
 async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``blocking`` (``invoke``
-on the event loop with the sync handler), ``fail`` (the tool raises, with the async handler)."""
+on the event loop with the sync handler), ``everything`` (nothing hidden), ``forced`` (the
+whole answer streamed into a message), ``fail`` (the tool raises, with the async handler)."""
 
 from typing import Any
 
@@ -50,10 +51,12 @@ prompt = ChatPromptTemplate.from_messages(
 )
 
 
-def chain_for(city: str) -> Runnable[str, str]:
-    """A new chain per turn: the fake model answers from an iterator it uses up."""
+def chain_for(city: str, *, streaming: bool = False) -> Runnable[str, str]:
+    """A new chain per turn: the fake model answers from an iterator it uses up. With
+    ``streaming`` the model streams in ``invoke`` too (as a model made with ``streaming=True``)."""
     model = GenericFakeChatModel(messages=iter([AIMessage(ANSWER.format(city=city))]))
-    return RunnableLambda(gather) | prompt | model | StrOutputParser()
+    called: Runnable[Any, Any] = model.bind(stream=True) if streaming else model
+    return RunnableLambda(gather) | prompt | called | StrOutputParser()
 
 
 @chat.step(name="answer", type="run")
@@ -90,9 +93,21 @@ async def on_message(message: chat.Message) -> None:
         except ValueError as error:
             await chat.Message(f"failed: {error}").send()
         return
+    if mode == "everything":  # nothing hidden: the sequence, the prompt and the parser too
+        handler = chat.AsyncLangchainCallbackHandler(to_ignore=[])
+        await chain_for(city).ainvoke(city, config={"callbacks": [handler]})
+        await chat.Message("done everything").send()
+        return
+    if mode == "forced":  # the whole answer streamed, as Chainlit's llama.cpp example asks
+        forced = chat.LangchainCallbackHandler(stream_final_answer=True, answer_prefix_tokens=["Assistant"])
+        forced.answer_reached = True
+        await chat.make_async(chain_for(city, streaming=True).invoke)(city, config={"callbacks": [forced]})
+        if forced.final_stream is not None:
+            await forced.final_stream.update()
+        return
     if mode == "blocking":  # a sync invoke on the event loop, as some of Chainlit's examples do
-        handler = chat.LangchainCallbackHandler()
-        text = chain_for(city).invoke(city, config={"callbacks": [handler]})
+        on_loop = chat.LangchainCallbackHandler()
+        text = chain_for(city).invoke(city, config={"callbacks": [on_loop]})
         await chat.Message(text).send()
         return
     await runs[mode](city)

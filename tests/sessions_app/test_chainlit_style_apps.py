@@ -228,9 +228,10 @@ async def test_the_langchain_handler_shows_an_lcel_chains_model_call_as_a_step(
     langchain_lcel_server, make_user
 ):
     client = await started(langchain_lcel_server, make_user())
+    await client.wait_event("task_end")  # on_chat_start's
     await client.send("When was the Battle of Hastings?")
     await expect(client, shown("The Battle of Hastings was in 1066."), "the streamed answer")
-    await client.wait_event("task_end")
+    await client.wait_event("task_end", count=2)
     [question] = [d for d in client.named("new_message") if d["type"] == "user_message"]
     steps = {d["id"]: d for d in client.named("update_message") if d["type"] not in ("assistant_message",)}
     # The prompt, the sequence and the parser are glue: only the model call is a step.

@@ -38,10 +38,11 @@ async def turn(server: Any, user: Any, text: str, reply: str) -> tuple[ChatClien
     """Send ``text`` in a new chat and wait for ``reply`` and the turn's end."""
     client = await signed_in(server, user)
     await client.start()
+    ended = len(client.named("task_end"))
     answer = await client.send(text)
     try:
         await client.wait_text(reply, timeout=30)
-        await client.wait_event("task_end", timeout=30)
+        await client.wait_event("task_end", count=ended + 1, timeout=30)
     except TimeoutError:
         pytest.fail(f"never shown {reply!r}; events: {client.events!r}")
     return client, str(answer["threadId"])
@@ -210,3 +211,43 @@ async def test_a_sync_invoke_on_the_event_loop_answers_and_says_once_why_it_has_
     log = langchain_server.log_path.read_text()
     assert log.count("a LangChain run held the chat's event loop") == 1, log
     assert "chat.make_async(chain.invoke)" in log and "Traceback" not in log, log
+
+
+async def test_to_ignore_empty_shows_the_glue_runs_with_the_steps_nested_under_them(
+    langchain_server, make_user
+):
+    client, _ = await turn(langchain_server, make_user(), "everything Lima", "done everything")
+    steps = finished_steps(client)
+    assert set(steps) == {
+        "RunnableSequence",
+        "gather",
+        "weather",
+        "Notes",
+        "ChatPromptTemplate",
+        "GenericFakeChatModel",
+        "StrOutputParser",
+    }, steps
+    sequence = steps["RunnableSequence"]
+    assert sequence["type"] == "run" and sequence["output"] == "Final Answer: sunny in Lima", sequence
+    for name in ("gather", "ChatPromptTemplate", "GenericFakeChatModel", "StrOutputParser"):
+        assert steps[name]["parentId"] == sequence["id"], (name, steps[name])
+    assert steps["weather"]["parentId"] == steps["gather"]["id"], steps
+    # A prompt template and a parser have no step type of their own.
+    assert steps["ChatPromptTemplate"]["type"] == steps["StrOutputParser"]["type"] == "undefined", steps
+    await client.disconnect()
+
+
+async def test_answer_reached_set_by_the_app_streams_the_whole_answer_into_a_message(
+    langchain_server, make_user
+):
+    client, thread_id = await turn(
+        langchain_server, make_user(), "forced Kyiv", "Final Answer: sunny in Kyiv"
+    )
+    [final_start] = [d for n, d in client.events if n == "stream_start" and d["type"] == "assistant_message"]
+    tokens = [d["token"] for n, d in client.events if n == "stream_token" and d["id"] == final_start["id"]]
+    assert tokens[:3] == ["Final", " ", "Answer:"] and "".join(tokens) == "Final Answer: sunny in Kyiv", (
+        tokens
+    )
+    written = [row for row in await rows(thread_id) if row.type == "assistant_message"]
+    assert [row.output for row in written] == ["Final Answer: sunny in Kyiv"], written
+    await client.disconnect()
