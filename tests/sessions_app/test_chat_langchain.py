@@ -38,6 +38,7 @@ async def turn(server: Any, user: Any, text: str, reply: str) -> tuple[ChatClien
     """Send ``text`` in a new chat and wait for ``reply`` and the turn's end."""
     client = await signed_in(server, user)
     await client.start()
+    await client.wait_event("task_end")  # the chat's start
     ended = len(client.named("task_end"))
     answer = await client.send(text)
     try:
@@ -249,5 +250,8 @@ async def test_answer_reached_set_by_the_app_streams_the_whole_answer_into_a_mes
         tokens
     )
     written = [row for row in await rows(thread_id) if row.type == "assistant_message"]
-    assert [row.output for row in written] == ["Final Answer: sunny in Kyiv"], written
+    assert [row.output for row in written] == ["Final Answer: sunny in Kyiv"], (
+        [(r.type, r.name, r.output) for r in await rows(thread_id)],
+        client.events,
+    )
     await client.disconnect()
