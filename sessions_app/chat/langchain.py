@@ -14,14 +14,15 @@ default ``Final Answer:``, matched with whitespace ignored) also stream into a n
 ``handler.final_stream``, which is sent when that model call ends.
 
 The sync handler is for runs on a thread (``chat.make_async(chain.invoke)``, or the threads
-LangChain runs a sync handler on in an async run): it hands every step change to the chat's
+LangChain calls a sync handler on in an async run): it hands every step change to the chat's
 event loop in order, and waits for them all when its outermost run ends, so what the app
-sends next comes after the steps. The async handler is for async runs: on the loop itself, and, for the sync parts of an async
-run (a plain function in a ``RunnableLambda`` that calls a tool), on LangChain's own loop,
-where it waits for each change.
-A run that holds the chat's loop (a sync ``invoke`` made on it, or the async handler in a sync
-run, which LangChain drives on a loop of its own) could only have its steps written after the
-reply, and after the turn, when they are refused: it is not recorded, and the log says so once.
+sends next comes after the steps. The async handler is for async runs: it writes on the loop
+itself, and waits for each change from the sync parts of such a run (a plain function in a
+``RunnableLambda`` that calls a tool), which LangChain drives on a loop of its own.
+
+A run that holds the chat's loop (a sync ``invoke`` made on it, or the async handler given a
+sync run) could only have its steps written after the reply, and after the turn, when they
+are refused: it is not recorded, and the log says so once.
 
 This module needs the optional ``langchain-core`` package; ``sessions_app.chat`` imports it
 only when one of the handlers is first used.
@@ -175,7 +176,7 @@ class StepRecorder:
         to_ignore: Sequence[str] | None,
         to_keep: Sequence[str] | None,
     ) -> None:
-        self.session = require_session()
+        require_session()  # made inside a hook: its steps belong to that hook's session
         self.loop = hook_loop()
         # Where the handler was made: the outermost runs nest as a step opened there would.
         self.context = contextvars.copy_context()
