@@ -58,6 +58,13 @@ def finished_steps(client: ChatClient) -> dict[str, dict[str, Any]]:
     return last
 
 
+def answer_stream(client: ChatClient) -> dict[str, Any]:
+    """The ``stream_start`` of the one message streamed in the turn (the final answer)."""
+    started = [d for n, d in client.events if n == "stream_start" and d["type"] == "assistant_message"]
+    assert len(started) == 1, client.events
+    return started[0]
+
+
 async def check_the_chain_steps(client: ChatClient, thread_id: str, mode: str) -> None:
     """The steps of one ``async``/``sync`` turn on Paris, live and as written."""
     [question] = [d for n, d in client.events if n == "new_message" and d["type"] == "user_message"]
@@ -99,7 +106,7 @@ async def check_the_chain_steps(client: ChatClient, thread_id: str, mode: str) -
     model_tokens = [d["token"] for n, d in client.events if n == "stream_token" and d["id"] == model["id"]]
     assert "".join(model_tokens) == " Answer: sunny in Paris" and len(model_tokens) >= 5, model_tokens
     # The final answer (after "Final Answer:") streamed into a message of its own, token by token.
-    [final_start] = [d for n, d in client.events if n == "stream_start" and d["type"] == "assistant_message"]
+    final_start = answer_stream(client)
     final_tokens = [
         d["token"] for n, d in client.events if n == "stream_token" and d["id"] == final_start["id"]
     ]
@@ -244,7 +251,7 @@ async def test_answer_reached_set_by_the_app_streams_the_whole_answer_into_a_mes
     client, thread_id = await turn(
         langchain_server, make_user(), "forced Kyiv", "Final Answer: sunny in Kyiv"
     )
-    [final_start] = [d for n, d in client.events if n == "stream_start" and d["type"] == "assistant_message"]
+    final_start = answer_stream(client)
     tokens = [d["token"] for n, d in client.events if n == "stream_token" and d["id"] == final_start["id"]]
     assert tokens[:3] == ["Final", " ", "Answer:"] and "".join(tokens) == "Final Answer: sunny in Kyiv", (
         tokens
