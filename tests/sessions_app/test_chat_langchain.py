@@ -62,7 +62,8 @@ def answer_stream(client: ChatClient) -> dict[str, Any]:
     """The ``stream_start`` of the one message streamed in the turn (the final answer)."""
     started = [d for n, d in client.events if n == "stream_start" and d["type"] == "assistant_message"]
     assert len(started) == 1, client.events
-    return started[0]
+    first: dict[str, Any] = started[0]
+    return first
 
 
 async def check_the_chain_steps(client: ChatClient, thread_id: str, mode: str) -> None:
