@@ -375,9 +375,10 @@ def _tool_input(input_str: str, inputs: dict[str, Any] | None) -> Any:
         return input_str
 
 
-class LangchainCallbackHandler(BaseCallbackHandler):
-    """LangChain runs as nested steps, for sync runs (``invoke``, ``stream`` on an app thread,
-    e.g. through ``chat.make_async``). Make it inside a hook: it belongs to that session."""
+class ChainlitHandlerOptions:
+    """Chainlit's constructor and the attributes apps read or set (``cb.answer_reached =
+    True``, ``cb.final_stream``), shared by both handlers. Other keyword arguments (a
+    LangChain tracer's) are accepted and ignored."""
 
     def __init__(
         self,
@@ -396,7 +397,6 @@ class LangchainCallbackHandler(BaseCallbackHandler):
             to_keep=to_keep,
         )
 
-    # Chainlit's attributes apps read or set (``cb.answer_reached = True``, ``cb.final_stream``).
     @property
     def answer_reached(self) -> bool:
         return self.recorder.answer_reached
@@ -412,6 +412,11 @@ class LangchainCallbackHandler(BaseCallbackHandler):
     @property
     def has_streamed_final_answer(self) -> bool:
         return self.recorder.has_streamed_final_answer
+
+
+class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
+    """LangChain runs as nested steps, for sync runs (``invoke``, ``stream`` on an app thread,
+    e.g. through ``chat.make_async``). Make it inside a hook: it belongs to that session."""
 
     def _hand(self, change: Change | None, *, wait: bool = False) -> None:
         if change is not None:
@@ -559,42 +564,9 @@ async def _nothing() -> None:
     """A change that changes nothing: waiting for it waits for those handed over before."""
 
 
-class AsyncLangchainCallbackHandler(AsyncCallbackHandler):
+class AsyncLangchainCallbackHandler(ChainlitHandlerOptions, AsyncCallbackHandler):
     """LangChain runs as nested steps, for async runs (``ainvoke``, ``astream``). Make it
     inside a hook: it belongs to that session."""
-
-    def __init__(
-        self,
-        answer_prefix_tokens: list[str] | None = None,
-        stream_final_answer: bool = False,
-        force_stream_final_answer: bool = False,
-        to_ignore: list[str] | None = None,
-        to_keep: list[str] | None = None,
-        **_chainlit_only: Any,
-    ) -> None:
-        self.recorder = StepRecorder(
-            answer_prefix_tokens=answer_prefix_tokens,
-            stream_final_answer=stream_final_answer,
-            force_stream_final_answer=force_stream_final_answer,
-            to_ignore=to_ignore,
-            to_keep=to_keep,
-        )
-
-    @property
-    def answer_reached(self) -> bool:
-        return self.recorder.answer_reached
-
-    @answer_reached.setter
-    def answer_reached(self, value: bool) -> None:
-        self.recorder.answer_reached = value
-
-    @property
-    def final_stream(self) -> Message | None:
-        return self.recorder.final_stream
-
-    @property
-    def has_streamed_final_answer(self) -> bool:
-        return self.recorder.has_streamed_final_answer
 
     async def _apply(self, change: Change | None) -> None:
         if change is None:
