@@ -5,6 +5,9 @@ async def reply(message: chat.Message) -> None:
     await chat.Message(content=f"You said {message.content}").send()
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from sessions_app.chat import types
 from sessions_app.chat.actions import Action
 from sessions_app.chat.asks import AskActionMessage, AskFile, AskFileMessage, AskUserMessage
@@ -50,12 +53,33 @@ from sessions_app.chat.sync import make_async, run_sync, sleep
 from sessions_app.chat.user import User
 from sessions_app.chat.window_messages import send_window_message
 
+if TYPE_CHECKING:
+    from sessions_app.chat.langchain import AsyncLangchainCallbackHandler, LangchainCallbackHandler
+
+# Names whose module needs an optional package: imported on first use, so an app that does not
+# use them (and a server without the package) never loads it.
+_OPTIONAL = {
+    "AsyncLangchainCallbackHandler": "sessions_app.chat.langchain",
+    "LangchainCallbackHandler": "sessions_app.chat.langchain",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """``chat.LangchainCallbackHandler`` and the like, imported when first asked for."""
+    if name not in _OPTIONAL:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_OPTIONAL[name]), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "Action",
     "AskActionMessage",
     "AskFile",
     "AskFileMessage",
     "AskUserMessage",
+    "AsyncLangchainCallbackHandler",
     "ChatProfile",
     "ChatSettings",
     "Checkbox",
@@ -65,6 +89,7 @@ __all__ = [
     "File",
     "Image",
     "InputWidget",
+    "LangchainCallbackHandler",
     "Message",
     "MultiSelect",
     "NumberInput",

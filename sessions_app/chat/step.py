@@ -242,7 +242,7 @@ class Step:
 
     # --- the context manager ----------------------------------------------------------------
 
-    def _take_parent(self) -> None:
+    def take_parent(self) -> None:
         """Nest under the innermost open step, else the turn's user message (named live by
         the id its client chose)."""
         if self.parent_id is not None:
@@ -253,14 +253,25 @@ class Step:
         if not stack and self.parent_id is not None and shown_as is not None:
             self._turn_parent = (self.parent_id, shown_as)
 
-    async def __aenter__(self) -> "Step":
-        self._take_parent()
+    async def show_running(self) -> "Step":
+        """Show the step running, without making it the current step: for code told of a
+        step's start and end as two events (``chat.langchain``); ``finish()`` ends it."""
         self.start = datetime.now(UTC)
-        await self.send()  # if this fails, the block never ran: the step is not left open
-        _open_steps.set((*_open_steps.get(), self))
-        # Open until it ends: if the hook is stopped or fails past this block, the session
-        # keeps what the step got (``LiveSession._keep_open_streams``).
+        await self.send()
+        # Open until it ends: if the hook is stopped or fails before that, the session keeps
+        # what the step got (``LiveSession._keep_open_streams``).
         require_session().track_stream(self)
+        return self
+
+    async def finish(self) -> "Step":
+        """End a step shown with ``show_running()``: its duration, output and error are kept."""
+        self.end = datetime.now(UTC)
+        return await self.update()
+
+    async def __aenter__(self) -> "Step":
+        self.take_parent()
+        await self.show_running()  # if sending fails, the block never ran: the step is not left open
+        _open_steps.set((*_open_steps.get(), self))
         return self
 
     async def __aexit__(
@@ -282,7 +293,7 @@ class Step:
     def __enter__(self) -> "Step":
         """``with chat.Step(...)`` in plain code (a plain hook, a ``chat.make_async`` function):
         the step is sent through ``chat.run_sync`` and is open in this thread's context."""
-        self._take_parent()
+        self.take_parent()
         run_sync(self.__aenter__())
         _open_steps.set((*_open_steps.get(), self))
         return self

@@ -219,3 +219,27 @@ async def test_a_plain_function_step_is_shown_nested_under_the_message(plain_ste
     assert finished["output"] == "result for rain" and finished["end"], finished
     assert '"query": "rain"' in finished["input"], finished
     await client.disconnect()
+
+
+langchain_lcel_server = app_server("langchain_lcel")
+
+
+async def test_the_langchain_handler_shows_an_lcel_chains_model_call_as_a_step(
+    langchain_lcel_server, make_user
+):
+    client = await started(langchain_lcel_server, make_user())
+    await client.wait_event("task_end")  # on_chat_start's
+    await client.send("When was the Battle of Hastings?")
+    await expect(client, shown("The Battle of Hastings was in 1066."), "the streamed answer")
+    await client.wait_event("task_end", count=2)
+    [question] = [d for d in client.named("new_message") if d["type"] == "user_message"]
+    steps = {d["id"]: d for d in client.named("update_message") if d["type"] not in ("assistant_message",)}
+    # The prompt, the sequence and the parser are glue: only the model call is a step.
+    [llm] = [d for d in steps.values() if d["type"] == "llm"]
+    assert len(steps) == 1 and llm["name"] == "FakeListChatModel", client.events
+    assert llm["parentId"] == question["id"], (llm, question)
+    assert "When was the Battle of Hastings?" in llm["input"] and "historian" in llm["input"], llm
+    assert llm["output"] == "The Battle of Hastings was in 1066." and llm["end"], llm
+    # Its tokens were streamed into the step, and the chain's into the app's message.
+    assert len([d for d in client.named("stream_token") if d["id"] == llm["id"]]) > 10, client.events
+    await client.disconnect()

@@ -1,0 +1,114 @@
+"""A hooks-API app whose turns run a LangChain chain with Tether's callback handlers: a
+``RunnableLambda`` that calls a ``@tool`` and a retriever, then a prompt, a fake chat model
+that is part of langchain_core (it streams its answer word by word) and a parser, all inside
+a ``@chat.step``. The message's first word picks the run: ``async`` (``astream`` with the
+async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``blocking`` (``invoke``
+on the event loop with the sync handler), ``everything`` (nothing hidden), ``forced`` (the
+whole answer streamed into a message), ``fail`` (the tool raises, with the async handler)."""
+
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.tools import tool
+
+from sessions_app import chat
+
+ANSWER = "Final Answer: sunny in {city}"
+
+
+@tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    if city == "Atlantis":
+        raise ValueError("no weather under the sea")
+    return f"sunny in {city}"
+
+
+class Notes(BaseRetriever):
+    """Notes about a city (a retriever over a fixed list)."""
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        return [Document(page_content=f"{query} has a river", metadata={"source": "atlas"})]
+
+
+def gather(city: str) -> dict[str, str]:
+    """What the model is told: the tool's and the retriever's answers."""
+    notes = Notes().invoke(city)
+    return {"city": city, "weather": weather.invoke({"city": city}), "notes": notes[0].page_content}
+
+
+prompt = ChatPromptTemplate.from_messages(
+    [("system", "Answer from the facts."), ("human", "{city}: {weather}; {notes}")]
+)
+
+
+def chain_for(city: str, *, streaming: bool = False) -> Runnable[str, str]:
+    """A new chain per turn: the fake model answers from an iterator it uses up. With
+    ``streaming`` the model streams in ``invoke`` too (as a model made with ``streaming=True``)."""
+    model = GenericFakeChatModel(messages=iter([AIMessage(ANSWER.format(city=city))]))
+    called: Runnable[Any, Any] = model.bind(stream=True) if streaming else model
+    return RunnableLambda(gather) | prompt | called | StrOutputParser()
+
+
+@chat.step(name="answer", type="run")
+async def answer_async(city: str) -> str:
+    handler = chat.AsyncLangchainCallbackHandler(stream_final_answer=True)
+    config = RunnableConfig(callbacks=[handler])
+    text = "".join([chunk async for chunk in chain_for(city).astream(city, config=config)])
+    if not handler.has_streamed_final_answer:
+        await chat.Message(text).send()
+    return text
+
+
+@chat.step(name="answer", type="run")
+async def answer_sync(city: str) -> str:
+    handler = chat.LangchainCallbackHandler(stream_final_answer=True)
+
+    def run() -> str:
+        return "".join(chain_for(city).stream(city, config={"callbacks": [handler]}))
+
+    text = await chat.make_async(run)()
+    if not handler.has_streamed_final_answer:
+        await chat.Message(text).send()
+    return text
+
+
+@chat.on_message
+async def on_message(message: chat.Message) -> None:
+    mode, _, city = message.content.partition(" ")
+    runs: dict[str, Any] = {"async": answer_async, "sync": answer_sync}
+    if mode == "fail":
+        handler = chat.AsyncLangchainCallbackHandler()
+        try:
+            await chain_for(city).ainvoke(city, config={"callbacks": [handler]})
+        except ValueError as error:
+            await chat.Message(f"failed: {error}").send()
+        return
+    if mode == "everything":  # nothing hidden: the sequence, the prompt and the parser too
+        handler = chat.AsyncLangchainCallbackHandler(to_ignore=[])
+        await chain_for(city).ainvoke(city, config={"callbacks": [handler]})
+        await chat.Message("done everything").send()
+        return
+    if mode == "forced":  # the whole answer streamed, as Chainlit's llama.cpp example asks
+        forced = chat.LangchainCallbackHandler(stream_final_answer=True, answer_prefix_tokens=["Assistant"])
+        forced.answer_reached = True
+        await chat.make_async(chain_for(city, streaming=True).invoke)(city, config={"callbacks": [forced]})
+        if forced.final_stream is not None:
+            await forced.final_stream.update()
+        return
+    if mode == "blocking":  # a sync invoke on the event loop, as some of Chainlit's examples do
+        on_loop = chat.LangchainCallbackHandler()
+        text = chain_for(city).invoke(city, config={"callbacks": [on_loop]})
+        await chat.Message(text).send()
+        return
+    await runs[mode](city)
+    await chat.Message(f"done {mode}").send()
