@@ -239,8 +239,13 @@ def queued_attempts_now() -> list[dict[str, Any]]:
 queued_attempts = sync_to_async(queued_attempts_now)
 
 
-async def two_queued() -> bool:
-    return len(await queued_attempts()) == 2
+async def attempts_for(*message_ids: str) -> list[dict[str, Any]]:
+    """The queued attempts of these messages' deliveries, once each of them has one (the
+    queue may hold others: a worker an earlier test started in this process may have run an
+    attempt and queued its retry)."""
+    attempts = [a for a in await queued_attempts() if json.loads(a["args"][1])["messageId"] in message_ids]
+    delivered = {json.loads(a["args"][1])["messageId"] for a in attempts}
+    return attempts if delivered == set(message_ids) else []
 
 
 @pytest.fixture
@@ -250,9 +255,11 @@ def integration_env(settings, app_env) -> None:
     settings.TASK_WORKER_THREADS = 0  # the tests run the attempt, as a worker runs it
 
 
-async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> None:
-    """POST an integration's message through Django's ASGI handler, in process: 202."""
-    body = json.dumps({"messageId": str(uuid.uuid4()), "message": text}).encode()
+async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> str:
+    """POST an integration's message through Django's ASGI handler, in process: 202; returns
+    the message's id."""
+    message_id = str(uuid.uuid4())
+    body = json.dumps({"messageId": message_id, "message": text}).encode()
     post = HttpCommunicator(
         http_app,
         "POST",
@@ -267,6 +274,7 @@ async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> 
     )
     answer = await post.get_response(timeout=10)
     assert answer["status"] == 202, answer
+    return message_id
 
 
 @contextlib.asynccontextmanager
@@ -300,9 +308,9 @@ async def test_an_integration_message_is_one_trace_from_the_request_to_the_webho
     async with serving(hook.handle) as port:
         box = await hooked_box(user, f"http://127.0.0.1:{port}/hook")
         async with box_owned_elsewhere(box.id) if owner == "forwarded" else contextlib.AsyncExitStack():
-            await post_message(http_app, token, thread_id, "hello")
-            await wait_until_async(queued_attempts, timeout=10)
-        (stored,) = await queued_attempts()
+            message_id = await post_message(http_app, token, thread_id, "hello")
+            await wait_until_async(lambda: attempts_for(message_id), timeout=30)
+        (stored,) = await attempts_for(message_id)
         assert stored["kwargs"]["trace"]["traceparent"], stored  # the trace rides in the task
         run_attempt = sync_to_async(webhook_tasks.deliver_attempt.call)
         assert await run_attempt(*stored["args"], **stored["kwargs"]) == "delivered (attempt 1)"
@@ -536,13 +544,14 @@ async def test_with_traces_off_an_integration_turn_runs_no_opentelemetry_code(
     token = await api_token(user)
     thread_id = str(uuid.uuid4())
     await hooked_box(user, "http://127.0.0.1:9/hook")
-    await post_message(http_app, token, thread_id, "first")
-    await wait_until_async(queued_attempts, timeout=10)
+    first = await post_message(http_app, token, thread_id, "first")
+    await wait_until_async(lambda: attempts_for(first), timeout=30)
     with OpenTelemetryCalls() as seen:
-        await post_message(http_app, token, thread_id, "second")
-        await wait_until_async(two_queued, timeout=10)
+        second = await post_message(http_app, token, thread_id, "second")
+        await wait_until_async(lambda: attempts_for(second), timeout=30)
     assert seen.calls == [], seen.calls[:20]
-    assert [a["kwargs"] for a in await queued_attempts()] == [{}, {}]  # no trace in the tasks
+    attempts = await attempts_for(first, second)
+    assert attempts and [a["kwargs"] for a in attempts] == [{}] * len(attempts), attempts  # no trace
 
 
 async def test_the_pin_sees_opentelemetry_code_when_traces_are_on(settings, make_user, app_env, exported):
