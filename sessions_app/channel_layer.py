@@ -255,14 +255,6 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             metrics.channel_layer_errors.labels("group_send").inc()
             raise
 
-    def has_no_member_but(self, group: str, channel: str | None) -> bool:
-        """Whether ``group`` is known to have no member but ``channel`` (one of this process's,
-        or None), anywhere: this process trusts its lease on the group and holds no other
-        member of it. No Redis call; False whenever in doubt."""
-        if not (self.leases.trusts(group) and self._pump_serves_this_loop()):
-            return False
-        return self._local_groups.get(group, set()) <= ({channel} if channel else set())
-
     def _pump_serves_this_loop(self) -> bool:
         """Lease breaks are received by the pump: without it running here, trust nothing."""
         pump = self._pump

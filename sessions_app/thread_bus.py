@@ -1,8 +1,7 @@
 """A thread's bus: the channel-layer group of every socket showing the thread.
 
 Other tabs learn of a send the moment it is accepted (``chat-user-message``), and, for
-hooks-API apps, of its user step when its turn begins and of everything the session shows
-after (``LiveSession``), while another socket shows the thread (``watched_by_others``). Publishing is best effort: the records
+hooks-API apps, of its user step when its turn begins. Publishing is best effort: the records
 are already committed, so a channel layer that is down costs other tabs a live update (they
 read it from the history), never the send.
 """
@@ -11,10 +10,9 @@ import logging
 import uuid
 from typing import Any, cast
 
-from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
 
 from chatproject import tracing
-from sessions_app.channel_layer import ResilientRedisChannelLayer
 from sessions_app.event_frames import EncodedEvent, encode_event
 from threads_app.models import AcceptedMessage
 from threads_app.wire import iso
@@ -24,20 +22,6 @@ logger = logging.getLogger(__name__)
 
 def thread_group(thread_id: uuid.UUID) -> str:
     return f"thread.{thread_id.hex}"
-
-
-def watched_by_others(thread_id: uuid.UUID, channel: str | None) -> bool:
-    """Whether a socket other than ``channel`` (the session's own, when it is here) may show
-    the thread. False only when the channel layer knows there is none: with Redis, while this
-    process holds the group's lease (``group_leases``); so a thread that one tab shows costs
-    its turns no publish, and no Redis call to find that out."""
-    layer = get_channel_layer()
-    group = thread_group(thread_id)
-    if isinstance(layer, ResilientRedisChannelLayer):
-        return not layer.has_no_member_but(group, channel)
-    if isinstance(layer, InMemoryChannelLayer):
-        return any(member != channel for member in layer.groups.get(group, {}))
-    return True
 
 
 async def publish_on_thread(
