@@ -44,6 +44,7 @@ from sessions_app import webhook_tasks
 from sessions_app.mailbox import Mailbox, mailbox
 from sessions_app.runtime.integration_turns import accept_here
 from sessions_app.runtime.ownership import known_owners
+from sessions_app.task_worker import task_workers
 from tests.support.client import api_token, session_cookie
 from tests.support.loopback import serving
 from tests.support.waiting import wait_until_async
@@ -253,6 +254,7 @@ def integration_env(settings, app_env) -> None:
     settings.CHAT_APP = APPS["engine"]
     settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     settings.TASK_WORKER_THREADS = 0  # the tests run the attempt, as a worker runs it
+    task_workers.stop()  # and no worker an earlier test started in this process runs it too
 
 
 async def post_message(http_app: Any, token: str, thread_id: str, text: str) -> str:

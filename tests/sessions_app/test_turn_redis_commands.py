@@ -15,8 +15,8 @@ client sent (not those a script ran inside Redis), between two ``ECHO`` marks.
 - a member of the thread's group in another process: every publish reads the members and
   delivers to it through Redis (two commands each).
 
-The lease is on by default (``CHANNEL_GROUP_LEASE=1``), the allowance opt-in
-(``BUDGET_ALLOWANCE=10``); this test sets both itself, so that it counts the same whatever the
+The lease and the allowance are on by default (``CHANNEL_GROUP_LEASE=1``,
+``BUDGET_ALLOWANCE=10``); this test sets both itself, so that it counts the same whatever the
 environment says.
 """
 
