@@ -73,6 +73,10 @@ class LocalSockets:
         with self._lock:
             return list(self._sockets)
 
+    def items(self) -> list[tuple[uuid.UUID, EmittingSocket]]:
+        with self._lock:
+            return list(self._sockets.items())
+
     def all(self) -> list[EmittingSocket]:
         with self._lock:
             return list(self._sockets.values())

@@ -34,9 +34,7 @@ class StallReattachment:
         if lapses == self.seen:
             return 0
         sockets: dict[uuid.UUID, EmittingSocket] = {
-            session_id: socket
-            for session_id in local_sockets.session_ids()
-            if (socket := local_sockets.get(session_id)) is not None and not socket.closed
+            session_id: socket for session_id, socket in local_sockets.items() if not socket.closed
         }
         channels = {session_id: socket.channel_name for session_id, socket in sockets.items()}
         lost = await database_sync_to_async(records.reattach_sockets)(await mailbox.channel(), channels)
