@@ -102,10 +102,8 @@ async def ask(
 ) -> Any:
     """Show ``question``, open the ask and wait for its answer (the answer's JSON, or None
     when it timed out); a cancellation (stop, session end) closes it and propagates."""
-    await question.send()
+    await question.send()  # on every tab of the thread, as all the session shows
     step = question.to_dict()
-    if live.has_first_interaction and not live.shows_on_thread():
-        await publish_on_thread(live.thread_id, "new_message", step, skip_session=live.id)
     timeout = max(1.0, min(float(timeout), MAX_TIMEOUT))
     record = await database_sync_to_async(records.open_ask)(
         user=live.user,

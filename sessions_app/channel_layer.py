@@ -30,6 +30,8 @@ and a trip through the event loop, and channels-redis's own path (one shared inb
 process, with a capacity) drops group messages silently once a busy process falls behind
 reading it; local members no longer depend on it, and a drop for a remote member is logged
 as a warning. Receivers must not mutate a message: local members of one group share it.
+A ``group_send`` may leave out the members of another group (``leave_out``, read in the same
+script): a session's socket that had an event directly gets no copy of it on its thread's bus.
 """
 
 import asyncio
@@ -238,9 +240,13 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
             metrics.channel_layer_errors.labels("group_discard").inc()
             raise
 
-    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+    async def group_send(self, group: str, message: dict[str, Any], *, leave_out: str | None = None) -> None:
+        """Deliver ``message`` to the group's members; ``leave_out``: a group whose members
+        get nothing (a thread's bus leaves out the publishing session's own socket, which had
+        the event directly, wherever that socket is now), found in the same read as the rest."""
         assert self.require_valid_group_name(group), "Group name not valid"
-        local = list(self._local_groups.get(group, ()))
+        skipped = self._local_groups.get(leave_out, set()) if leave_out else set()
+        local = [channel for channel in self._local_groups.get(group, ()) if channel not in skipped]
         if local:
             shared = dict(message)
             for channel in local:
@@ -248,29 +254,40 @@ class ResilientRedisChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # ch
         if self.leases.trusts(group) and self._pump_serves_this_loop():
             return
         try:
-            remote = await self._remote_members(group)
+            remote = await self._remote_members(group, leave_out)
             if remote:
                 await self._send_through_redis(group, remote, message)
         except Exception:
             metrics.channel_layer_errors.labels("group_send").inc()
             raise
 
+    def has_no_member_but(self, group: str, leave_out: str) -> bool:
+        """Whether ``group`` is known to have no member but those of ``leave_out``, anywhere:
+        this process trusts its lease on the group and holds no other member of it. No Redis
+        call; False whenever in doubt."""
+        if not (self.leases.trusts(group) and self._pump_serves_this_loop()):
+            return False
+        return self._local_groups.get(group, set()) <= self._local_groups.get(leave_out, set())
+
     def _pump_serves_this_loop(self) -> bool:
         """Lease breaks are received by the pump: without it running here, trust nothing."""
         pump = self._pump
         return pump is not None and not pump.done() and self._pump_loop is asyncio.get_running_loop()
 
-    async def _remote_members(self, group: str) -> list[str]:
-        """The group's members in other processes, read in Redis; none, and a lease is taken
-        (when this loop can receive its breaks)."""
+    async def _remote_members(self, group: str, leave_out: str | None = None) -> list[str]:
+        """The group's members in other processes (but ``leave_out``'s), read in Redis; none
+        elsewhere at all, and a lease is taken (when this loop can receive its breaks)."""
         lease = self.leases.enabled and self._pump_serves_this_loop()
         started, breaks_then = time.monotonic(), self.leases.breaks
-        keys = (self._group_key(group), self._lease_key(group), self._marker_key)
+        index = self.consistent_hash(group)
+        keys: tuple[str, ...] = (self._group_key(group), self._lease_key(group), self._marker_key)
+        if leave_out is not None and self.consistent_hash(leave_out) == index:  # one server holds both
+            keys += (self._group_key(leave_out),)
         args = (int(time.time()) - self.group_expiry, self._mine, self.client_prefix)
-        members = await self.connection(self.consistent_hash(group)).eval(
+        elsewhere, *members = await self.connection(index).eval(
             READ_MEMBERS, len(keys), *keys, *args, self.leases.milliseconds if lease else 0
         )
-        if not members and lease:
+        if not elsewhere and lease:
             self.leases.took(group, started, breaks_then)
         return [member.decode() for member in members]
 

@@ -30,20 +30,31 @@ LEASE_SECONDS = 1.0
 LEASE_MARGIN = 0.05
 MARKER_KEY = "leases-began"
 
-# KEYS: group, leases, marker. ARGV: oldest member score kept, this process's channel prefix,
-# this process's holder id, the lease in ms (0: take none). Returns the members elsewhere; a
-# lease was taken when there are none.
+# KEYS: group, leases, marker, and optionally a group whose members are left out. ARGV: oldest
+# member score kept, this process's channel prefix, this process's holder id, the lease in ms
+# (0: take none). Returns how many members the group has elsewhere, then those of them not in
+# the left-out group; a lease was taken when there are none elsewhere.
 READ_MEMBERS = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, ARGV[1])
 local prefix = ARGV[2]
+local left_out = {}
+if #KEYS > 3 then
+    for _, member in ipairs(redis.call('ZRANGE', KEYS[4], 0, -1)) do
+        left_out[member] = true
+    end
+end
+local elsewhere = 0
 local remote = {}
 for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
     if string.sub(member, 1, #prefix) ~= prefix then
-        remote[#remote + 1] = member
+        elsewhere = elsewhere + 1
+        if not left_out[member] then
+            remote[#remote + 1] = member
+        end
     end
 end
 local lease = tonumber(ARGV[4])
-if #remote == 0 and lease > 0 then
+if elsewhere == 0 and lease > 0 then
     local t = redis.call('TIME')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     if redis.call('EXISTS', KEYS[3]) == 0 then
@@ -52,6 +63,7 @@ if #remote == 0 and lease > 0 then
     redis.call('ZADD', KEYS[2], now + lease, ARGV[3])
     redis.call('PEXPIRE', KEYS[2], lease)
 end
+table.insert(remote, 1, elsewhere)
 return remote
 """
 

@@ -389,10 +389,9 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     token = live.activate()
     try:
         target.content = text
-        await target.update()
+        await target.update()  # on every tab, as all the session shows of the thread
     finally:
         live.deactivate(token)
-    await publish_on_thread(live.thread_id, "update_message", target.shown_dict(), skip_session=live.id)
     on_message = load_app().on_message
     assert on_message is not None  # can_edit_messages
     live.run_hook(live.answer_again, on_message, target)

@@ -13,7 +13,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar, Token
+from contextvars import Token
 from typing import Any
 
 from django.conf import settings
@@ -40,7 +40,7 @@ from sessions_app.replies import PendingReply, ReplySlot
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
 from sessions_app.runtime.engines.base import UserTurn
-from sessions_app.thread_bus import publish_encoded
+from sessions_app.thread_bus import publish_encoded, watched_by_others
 from sessions_app.turns import TurnClaim, stop_handlers
 from threads_app import fencing, step_budgets
 from threads_app import services as thread_services
@@ -59,11 +59,6 @@ MAX_WAITING_CLICKS = 4
 
 # Events that show something of a turn's answer: the first one is its "first token".
 OUTPUT_EVENTS = frozenset({"stream_start", "stream_token", "new_message", "update_message"})
-
-# The running turn answers an edited message: its output goes to every tab of the thread too.
-# Those tabs were told of the edit (its deletions, the rewritten message) on the thread's bus,
-# so they show its new answer as the editing tab does; other turns' output stays this socket's.
-_answer_shown_on_thread: ContextVar[bool] = ContextVar("tether_answer_shown_on_thread", default=False)
 
 
 class _TurnLost(Exception):
@@ -243,15 +238,16 @@ class LiveSession:
             meter.output()
         await self._show(event, data)
 
-    def shows_on_thread(self) -> bool:
-        """The running turn's output goes on the thread's bus already (it answers an edit):
-        code that publishes one of its messages there itself must not do it again."""
-        return _answer_shown_on_thread.get()
-
     async def _show(self, event: str, data: Any) -> None:
-        """Deliver an event of the session; a turn answering an edit shows its output on the
-        thread's bus as well (encoded once for both)."""
-        if event not in OUTPUT_EVENTS or not _answer_shown_on_thread.get():
+        """Deliver an event of the session; what it shows of the thread (messages, steps, their
+        streams and updates) goes to the thread's other tabs as well, encoded once for both,
+        while there are any (``thread_bus.watched_by_others``: no publish for a thread one tab
+        shows)."""
+        if not (
+            event in OUTPUT_EVENTS
+            and self.has_first_interaction
+            and watched_by_others(self.thread_id, self.id)
+        ):
             await emit_to_session(self.id, event, data)
             return
         shown = encode_event(event, [data])
@@ -437,7 +433,6 @@ class LiveSession:
     async def answer_again(self, on_message: Callable[[Message], Awaitable[Any]], message: Message) -> None:
         """``on_message`` for an edited message: the steps it opens nest under it, as a send's,
         and every tab of the thread sees its answer."""
-        _answer_shown_on_thread.set(True)
         turn_message.set(message.id)
         turn_message_shown_as.set(client_id_of(message.to_dict()))
         await on_message(message)

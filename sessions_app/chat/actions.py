@@ -77,7 +77,5 @@ async def _remove_stored(session: "LiveSession", action: Action) -> bool:
     step = await database_sync_to_async(ask_records.remove_actions)(session.thread_id, step_id, {action.id})
     if step is None:
         return False
-    await session.emit("update_message", step)
-    if session.has_first_interaction and not session.shows_on_thread():
-        await publish_on_thread(session.thread_id, "update_message", step, skip_session=session.id)
+    await session.emit("update_message", step)  # every tab's, as all the session shows
     return True

@@ -15,7 +15,6 @@ from sessions_app.chat.actions import Action
 from sessions_app.chat.context import require_session
 from sessions_app.chat.message import Message
 from sessions_app.database import database_sync_to_async
-from sessions_app.thread_bus import publish_on_thread
 
 
 class AskMessageBase:
@@ -89,10 +88,6 @@ class AskUserMessage(AskMessageBase):
         if not session.has_first_interaction:
             await lifecycle.first_interaction(session, reply.content)
         await reply.send()
-        if not session.shows_on_thread():
-            await publish_on_thread(
-                session.thread_id, "new_message", reply.shown_dict(), skip_session=session.id
-            )
         return reply.to_dict()
 
 
@@ -134,11 +129,6 @@ class AskActionMessage(AskMessageBase):
         self.message.actions = []
         self.message.content = text
         await self.message.update()
-        session = require_session()
-        if session.has_first_interaction and not session.shows_on_thread():
-            await publish_on_thread(
-                session.thread_id, "update_message", self.message.to_dict(), skip_session=session.id
-            )
 
 
 @dataclass

@@ -269,3 +269,57 @@ async def test_300_simultaneous_disconnects_leave_nothing_behind(server_factory,
         await asyncio.gather(*(c.disconnect() for c in clients if c.connected), return_exceptions=True)
         await store.aclose()
         server.stop()
+
+
+def tokens_of(client: ChatClient, message_id: str) -> list[str]:
+    return [t["token"] for t in client.named("stream_token") if t["id"] == message_id]
+
+
+async def test_a_reply_streams_to_the_threads_tab_on_the_other_process_once_while_the_sender_moves(
+    pair, make_user
+):
+    """A hooks-API turn shows its reply on every tab of the thread: a second tab, on the other
+    process, gets each token and the finished message live, once; the sending tab, moved to
+    that process mid-turn, gets the rest of its reply once too (the thread's bus leaves out
+    the sending session's own socket)."""
+    user = make_user()
+    sender = await signed_in(pair.a, user)
+    await sender.start()
+    await sender.wait_text("greeting")
+    thread_id = (await sender.send("before"))["threadId"]
+    await sender.wait_text("echo: before")
+    other_tab = ChatClient(pair.b.url, sender.cookie)
+    await other_tab.start(thread_id=thread_id)
+    await other_tab.wait_text("welcome back")
+    other_tab.events.clear()
+
+    try:
+        await sender.send("slowstream 8 0.4")
+        await sender.wait_event("stream_token", count=2)
+        (reply_id,) = {t["id"] for t in sender.named("stream_token")}
+        await move(sender, pair.b)  # the turn goes on in A; its socket is now on B
+        want = [f"t{i} " for i in range(8)]
+
+        def finished(client: ChatClient) -> bool:
+            return any(m["id"] == reply_id and not m["streaming"] for m in client.named("update_message"))
+
+        def evidence() -> str:
+            return f"other tab got {other_tab.events}\nsender got (after its move) {sender.events}"
+
+        for client in (other_tab, sender):
+            try:
+                await client.wait_for(finished, timeout=30)
+            except TimeoutError:
+                raise AssertionError(f"the reply did not finish on every tab\n{evidence()}") from None
+        assert tokens_of(other_tab, reply_id) == want, evidence()
+        assert [m["id"] for m in other_tab.named("update_message")].count(reply_id) == 1, evidence()
+        got = tokens_of(sender, reply_id)
+        assert got == want[len(want) - len(got) :], f"the sender's tokens repeat or skip\n{evidence()}"
+        assert [m["id"] for m in sender.named("update_message")].count(reply_id) == 1, evidence()
+        assert [c["content"] for c in pair.hooks(sender.session_id, "on_message")] == [
+            "before",
+            "slowstream 8 0.4",
+        ]
+    finally:
+        await sender.disconnect()
+        await other_tab.disconnect()

@@ -154,3 +154,62 @@ async def test_without_leases_every_send_reads_the_members(private_redis):
         await here.group_send("thread.v", {"type": "thread.event", "n": n})
     assert commands_run(private_redis.url) - before >= 10
     await here.flush()
+
+
+async def test_a_group_send_leaves_out_the_members_of_another_group_here_and_elsewhere(private_redis):
+    """A thread's bus leaves out the publishing session's own socket (``leave_out``: its
+    session's group), which had the event directly: nothing for it goes through Redis, to be
+    dropped there, while the thread's other sockets get every event. A group left out is no
+    proof that the group has nobody elsewhere: no lease is taken on that."""
+    up_for_long(private_redis.url)
+    here, there = make_layer(private_redis.url, lease=30.0), make_layer(private_redis.url, lease=30.0)
+    sender_here, moved_sender, other_tab = (
+        await here.new_channel(),
+        await there.new_channel(),
+        await there.new_channel(),
+    )
+    for layer, channel, groups in (
+        (here, sender_here, ("thread.z", "session.a")),
+        (there, moved_sender, ("thread.z", "session.a")),
+        (there, other_tab, ("thread.z",)),
+    ):
+        for group in groups:
+            await layer.group_add(group, channel)
+
+    for n in range(3):
+        await here.group_send("thread.z", {"type": "thread.event", "n": n}, leave_out="session.a")
+    assert [(await receive(there, other_tab))["n"] for _ in range(3)] == [0, 1, 2]
+    for layer, channel in ((here, sender_here), (there, moved_sender)):
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), 0.3)
+
+    # Only the session's own socket elsewhere: no message for it in Redis, and still no lease.
+    await there.group_discard("thread.z", other_tab)
+    for n in range(3):
+        await here.group_send("thread.z", {"type": "thread.event", "n": n}, leave_out="session.a")
+    assert not here.leases.trusts("thread.z")
+    assert not here.has_no_member_but("thread.z", "session.a")
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(there.receive(moved_sender), 0.3)
+    await here.group_send("thread.z", {"type": "thread.event", "n": "to all"})
+    assert (await receive(there, moved_sender))["n"] == "to all"
+    await here.flush()
+    await there.flush()
+
+
+async def test_a_group_whose_members_are_all_left_out_here_is_known_without_redis(private_redis):
+    """One tab on its thread: the thread's bus has no member but the session's own socket, which
+    the layer knows from its lease with no Redis call (``has_no_member_but``)."""
+    up_for_long(private_redis.url)
+    layer = make_layer(private_redis.url, lease=30.0)
+    sender = await layer.new_channel()
+    for group in ("thread.w", "session.b"):
+        await layer.group_add(group, sender)
+    assert not layer.has_no_member_but("thread.w", "session.b"), "no lease yet: in doubt"
+    await layer.group_send("thread.w", {"type": "thread.event"}, leave_out="session.b")  # takes the lease
+    before = commands_run(private_redis.url)
+    assert layer.has_no_member_but("thread.w", "session.b")
+    assert not layer.has_no_member_but("thread.w", "session.other")
+    used = commands_run(private_redis.url) - before
+    assert used <= 2, f"{used} Redis commands to answer from the lease (INFO and the pump's own)"
+    await layer.flush()

@@ -126,3 +126,55 @@ async def test_sockets_on_one_thread_write_the_same_encoding(in_memory, make_use
         (theirs,) = [f for f in frames_of(watcher, "new_message") if f'"type":"{shown}"' in f]
         assert mine == theirs
         assert mine is theirs, "each socket encoded the event again"
+
+
+async def test_a_hooks_reply_shows_on_every_tab_of_the_thread_encoded_once(in_memory, make_user):
+    """What a hooks-API turn shows (here its reply) reaches the thread's other tabs live, the
+    same frame text the sender's socket wrote. (So does what the other tab's session shows
+    of the thread: its ``on_chat_resume`` greeting, transcribed, reaches the first tab.)"""
+    in_memory.CHAT_APP = HOOKS_APP
+    async with AsyncExitStack() as stack:
+        sender, watcher = [s async for s in sockets_on_one_thread(stack, make_user(), 2)]
+        sender.frames.clear()
+        watcher.frames.clear()
+        await one_turn(sender, "second", 2)
+        reply = '"output":"echo: second"'
+        await watcher.expect(lambda f: f.startswith('42["new_message"') and reply in f)
+        (mine,) = [f for f in frames_of(sender, "new_message") if reply in f]
+        (theirs,) = [f for f in frames_of(watcher, "new_message") if reply in f]
+        assert mine is theirs, "each socket encoded the reply again"
+
+
+async def thread_publishes_per_turn(in_memory, make_user, sockets: int) -> list[str]:
+    """The events one hooks-API turn of the first socket published on the thread's bus."""
+    from channels.layers import get_channel_layer
+
+    in_memory.CHAT_APP = HOOKS_APP
+    published: list[str] = []
+    async with AsyncExitStack() as stack:
+        opened = [s async for s in sockets_on_one_thread(stack, make_user(), sockets)]
+        layer = get_channel_layer()
+        assert layer is not None
+        group_send = layer.group_send
+
+        async def counted(group: str, message: dict[str, Any]) -> None:
+            if group.startswith("thread."):
+                published.append(message["event"])
+            await group_send(group, message)
+
+        await one_turn(opened[0], "warm", 2)
+        layer.group_send = counted  # type: ignore[method-assign]  # counts, then sends as ever
+        try:
+            await one_turn(opened[0], "second", 3)
+        finally:
+            del layer.group_send
+    return published
+
+
+async def test_a_thread_one_tab_shows_gets_no_publish_of_its_output(in_memory, make_user):
+    """Alone on its thread, a turn publishes what it always did (the send, its user step) and
+    none of its output; with another tab, its reply as well."""
+    alone = await thread_publishes_per_turn(in_memory, make_user, 1)
+    assert alone == ["chat-user-message", "new_message"], alone
+    watched = await thread_publishes_per_turn(in_memory, make_user, 2)
+    assert watched == ["chat-user-message", "new_message", "new_message"], watched

@@ -13,7 +13,9 @@ client sent (not those a script ran inside Redis), between two ``ECHO`` marks.
   1, the accepted send, 3 in 2). A lease is renewed by one read per group and
   ``LEASE_SECONDS``, an allowance by one script per 10 sends.
 - a member of the thread's group in another process: every publish reads the members and
-  delivers to it through Redis (two commands each).
+  delivers to it through Redis (two commands each). A hooks-API turn then publishes its
+  reply as well as the send and its user step (what a session shows goes to the thread's
+  other tabs while there are any; alone on the thread, it is not published at all).
 
 The lease and the allowance are on by default (``CHANNEL_GROUP_LEASE=1``,
 ``BUDGET_ALLOWANCE=10``); this test sets both itself, so that it counts the same whatever the
@@ -174,7 +176,9 @@ async def publishes_through_redis(sock: InProcessSocket, url: str, publishes: in
 
 
 async def test_a_hooks_api_turn_publishes_through_redis_to_a_member_elsewhere(hooks_sock, redis_settings):
-    await publishes_through_redis(hooks_sock, redis_settings, 2)
+    # The send, its user step and the reply (what a session shows goes to the thread's other
+    # tabs while there are any: ``thread_bus.watched_by_others``).
+    await publishes_through_redis(hooks_sock, redis_settings, 3)
 
 
 async def test_an_engine_turn_publishes_through_redis_to_a_member_elsewhere(engine_sock, redis_settings):
