@@ -168,6 +168,18 @@ def received(
     )
 
 
+def continued(
+    message: Mapping[str, Any], name: str, attributes: Mapping[str, Any] | None = None
+) -> AbstractContextManager[Any]:
+    """``received``'s server span when ``message`` carries a trace (its ``traceparent``),
+    else nothing: a mailbox request or bus event sent from untraced work (a reconnect's
+    ``runtime.watch``, a loop's request) starts no trace in the process that serves it. What
+    that work starts there (a turn) is a root of its own, as it would be in the sender."""
+    if _state.tracer is None or "traceparent" not in message:
+        return OFF
+    return received(message, name, attributes)
+
+
 def fresh_context() -> contextvars.Context:
     """An empty context for work that must not inherit its caller's (``run_on_server_loop``),
     holding the caller's current span when traces are on: what it runs stays in the trace."""
