@@ -13,9 +13,11 @@ do-nothing context manager): a turn runs no OpenTelemetry code
 Roots: a span with no parent is kept when the sampler (``OTEL_TRACES_SAMPLER``, the standard's
 names; every trace by default) says so, unless it is a client call (a database or Redis call
 that belongs to no traced work: heartbeats, the mailbox's reads, the loops), so a trace is
-either a request, a socket event or a turn, never a stray query every second. A span with a
-parent follows the parent's decision (the parent-based samplers), also when the parent is in
-another process: a forwarded turn is recorded whole or not at all.
+either a request, a socket event or a turn, never a stray query every second; a mailbox
+request or bus event sent from untraced work opens no span where it is served (``continued``)
+for the same reason. A span with a parent follows the parent's decision (the parent-based
+samplers), also when the parent is in another process: a forwarded turn is recorded whole or
+not at all (``tests/e2e/test_tracing_cluster.py``).
 
 Exporters (``OTEL_TRACES_EXPORTER``): ``otlp`` (OTLP over HTTP, configured by the standard
 ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, ``file`` (JSON lines appended to
@@ -166,6 +168,18 @@ def received(
     return tracer.start_as_current_span(
         name, context=_extract(message), attributes=attributes, kind=_kind(kind)
     )
+
+
+def continued(
+    message: Mapping[str, Any], name: str, attributes: Mapping[str, Any] | None = None
+) -> AbstractContextManager[Any]:
+    """``received``'s server span when ``message`` carries a trace (its ``traceparent``),
+    else nothing: a mailbox request or bus event sent from untraced work (a reconnect's
+    ``runtime.watch``, a loop's request) starts no trace in the process that serves it. What
+    that work starts there (a turn) is a root of its own, as it would be in the sender."""
+    if _state.tracer is None or "traceparent" not in message:
+        return OFF
+    return received(message, name, attributes)
 
 
 def fresh_context() -> contextvars.Context:

@@ -329,12 +329,8 @@ class ChatConsumer(SocketIOConsumer):
     async def thread_event(self, message: dict[str, Any]) -> None:
         if self.live is not None and message.get("skip_session") == str(self.live.id):
             return  # this session had it directly
-        # In the trace of the work that published it (its ``traceparent``) when traces are on.
-        with (
-            tracing.received(message, "thread_bus deliver", {"tether.event": message["event"]})
-            if tracing.enabled()
-            else tracing.OFF
-        ):
+        # In the trace of the work that published it (its ``traceparent``), if that was traced.
+        with tracing.continued(message, "thread_bus deliver", {"tether.event": message["event"]}):
             await self.send_event(from_message(message))
 
     async def thread_deleted(self, message: dict[str, Any]) -> None:

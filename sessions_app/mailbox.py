@@ -171,7 +171,8 @@ class Mailbox:
             reply["error"] = f"no handler for {kind}"
         else:
             try:
-                with tracing.received(message, f"mailbox {kind}", {"tether.mailbox.type": kind}):
+                # In the sender's trace; none if the sender's work was not traced.
+                with tracing.continued(message, f"mailbox {kind}", {"tether.mailbox.type": kind}):
                     reply["result"] = await handler(message)
             except Exception as exc:
                 logger.exception("mailbox handler for %r failed", kind)

@@ -380,6 +380,30 @@ async def test_a_mailbox_request_is_served_in_the_senders_trace(settings, app_en
     assert served[0] and served[0]["traceparent"].split("-")[1] == f"{here.context.trace_id:032x}"
 
 
+async def test_a_mailbox_request_from_untraced_work_starts_no_trace_there(settings, app_env, exported):
+    """A request sent outside any span (a reconnect's ``runtime.watch``, a loop's) is served
+    with no span of the mailbox's: the serving process records no one-span trace of it, and
+    work the handler starts there is a root of its own."""
+    other = Mailbox()
+
+    async def handler(message: dict[str, Any]) -> str:
+        with tracing.span("work there"):
+            return "done"
+
+    other.register("test.untraced", handler)
+    try:
+        there = await other.channel()
+        assert await mailbox.request(there, {"type": "test.untraced"}) == "done"
+    finally:
+        other.reset()
+        mailbox.reset()
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    assert not named(spans, "mailbox test.untraced"), evidence
+    work = one(named(spans, "work there"), spans)
+    assert work.parent is None, evidence
+
+
 # --- sampling -----------------------------------------------------------------------------
 
 

@@ -9,6 +9,11 @@ the turn under it, and writes the reply under the turn; both processes' database
 calls (the official instrumentations) are in that trace. A hooks-API turn runs where its
 socket is; what crosses processes is the thread's bus: a second tab on the other process is
 told of the send (``chat-user-message``) in the sender's trace.
+
+Sampling: with a ratio sampler of 1 on one process and 0 on the other, a forwarded send
+follows its sender's decision in the owner: kept whole across both, or recorded nowhere, and
+no trace in either file is a half one (a span whose parent is missing, or a root that is not
+a request or a socket event).
 """
 
 import json
@@ -16,11 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from sessions_app.models import ServerProcess
 from tests.e2e.test_cluster import has_reply, move_to_the_other_process, socket_pid
 from tests.support.client import ChatClient, signed_in, user_cookie
-from tests.support.cluster import start_cluster
+from tests.support.cluster import Cluster, start_cluster
+from tests.support.server import LiveServer
 from tests.support.waiting import wait_until
+from threads_app.models import Thread
 
 pytestmark = [
     pytest.mark.two_process,  # skipped without PostgreSQL and Redis (tests/conftest.py)
@@ -114,9 +123,17 @@ async def test_a_forwarded_turn_is_one_trace_across_the_two_processes(traced_clu
     await wait_until(forwarded_turn_exported, timeout=15)
     every = read_spans(spans_file)
     send = sent_from_b()[-1]
-    trace = [s for s in every if s["trace_id"] == send["trace_id"]]
+    assert_one_forwarded_trace([s for s in every if s["trace_id"] == send["trace_id"]], send, owner, sender)
+
+
+def assert_one_forwarded_trace(
+    trace: list[dict[str, Any]], send: dict[str, Any], owner: int, sender: int
+) -> None:
+    """``trace`` is the whole of a send forwarded from ``sender`` to the thread's ``owner``:
+    the sender's socket event is the root; the owner's mailbox request, turn and reply hang
+    from it; both processes' database and Redis calls are in it."""
     evidence = listing(trace)
-    assert send["parent_id"] is None and send["kind"] == "SERVER", evidence
+    assert send["pid"] == sender and send["parent_id"] is None and send["kind"] == "SERVER", evidence
     requests = [s for s in trace if s["name"] == "mailbox runtime.submit"]
     assert len(requests) == 1, evidence
     request = requests[0]
@@ -198,3 +215,115 @@ async def test_a_hooks_turn_and_its_bus_delivery_to_the_other_process_are_one_tr
     assert turns[0]["attributes"]["tether.kind"] == "hooks", evidence
     database = [s for s in trace if s["attributes"].get("db.system") == "postgresql"]
     assert any(descends_from(d, turns[0], trace) for d in database), evidence
+
+
+@sync_to_async
+def thread_owner_pid(thread_id: str) -> int | None:
+    """The pid of the process running the thread (its runtime's owner), from the database."""
+    address = Thread.objects.get(pk=thread_id).runtime_owner
+    pid: int | None = ServerProcess.objects.filter(address=address).values_list("pid", flat=True).first()
+    return pid
+
+
+def starts_a_trace(span: dict[str, Any]) -> bool:
+    """A socket event or an HTTP request (Django's span), what a trace may start at here."""
+    attributes = span["attributes"]
+    is_request = "http.method" in attributes or "http.request.method" in attributes
+    return span["kind"] == "SERVER" and (span["name"] == "socket client_message" or is_request)
+
+
+def ratio_sampler(ratio: str) -> dict[str, str]:
+    return {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": ratio}
+
+
+@pytest.fixture
+def sampling_cluster(server_factory, private_redis, fault_proxy, tmp_path):
+    """Engine processes with traces on, exporting to one file, A keeping every trace it starts
+    (ratio 1) and B none (ratio 0): which process a trace starts in decides it."""
+    spans_file = tmp_path / "spans.jsonl"
+    stage = start_cluster(
+        server_factory,
+        private_redis,
+        fault_proxy,
+        "engine",
+        tmp_path,
+        a_settings=ratio_sampler("1"),
+        b_settings=ratio_sampler("0"),
+        OTEL_ENABLED="1",
+        OTEL_TRACES_EXPORTER="file",
+        OTEL_TRACES_FILE=str(spans_file),
+        OTEL_BSP_SCHEDULE_DELAY="100",
+    )
+    yield stage, spans_file
+    stage.a.stop()
+    stage.b.stop()
+
+
+async def forwarded_send(cluster: Cluster, user: Any, owner: LiveServer, sender: LiveServer) -> str:
+    """A tab's first send on ``owner`` (which then runs the thread), its second from a socket
+    on ``sender``, forwarded to ``owner`` through the mailbox; the thread's id once both are
+    answered."""
+    cluster.route_to(owner)
+    tab = ChatClient(cluster.url, await user_cookie(cluster.url, user))
+    try:
+        await tab.start()
+        first = await tab.send("first")
+        await tab.wait_for(has_reply("Echo #1: first"), timeout=30)
+        cluster.route_to(sender)
+        await tab.disconnect()
+        tab.events.clear()
+        await tab.start()
+        await tab.wait_event("task_end")
+        assert await socket_pid(tab) == sender.process.pid
+        second = await tab.send("second")
+        assert second["threadId"] == first["threadId"]
+        await tab.wait_for(has_reply("Echo #2: second"), timeout=30)
+    finally:
+        await tab.disconnect()
+    assert await thread_owner_pid(first["threadId"]) == owner.process.pid
+    return str(first["threadId"])
+
+
+async def test_a_forwarded_turn_follows_the_senders_sampling_decision(sampling_cluster, make_user):
+    cluster, spans_file = sampling_cluster
+    dropped_thread = await forwarded_send(cluster, make_user(), owner=cluster.a, sender=cluster.b)
+    kept_thread = await forwarded_send(cluster, make_user(), owner=cluster.b, sender=cluster.a)
+    a, b = cluster.a.process.pid, cluster.b.process.pid
+    # Their span processors flush as they exit (SIGTERM; no SIGKILL): every span is in the file.
+    cluster.a.terminate(wait=False)
+    cluster.b.terminate(wait=False)
+    exits = [cluster.a.terminate(timeout=30), cluster.b.terminate(timeout=30)]
+    assert None not in exits, f"still running 30 s after SIGTERM: {exits}"
+    every = read_spans(spans_file)
+    evidence = listing(every)
+
+    def sends_of(thread: str) -> list[dict[str, Any]]:
+        return [
+            s
+            for s in every
+            if s["name"] == "socket client_message" and s["attributes"].get("tether.thread") == thread
+        ]
+
+    # Kept: A's send (B's first send of that thread started no trace) and B's part under it.
+    kept_sends = sends_of(kept_thread)
+    assert len(kept_sends) == 1, evidence
+    kept = kept_sends[0]
+    assert_one_forwarded_trace(
+        [s for s in every if s["trace_id"] == kept["trace_id"]], kept, owner=b, sender=a
+    )
+    # Dropped: of that thread A recorded its own first send and turn only, nothing it served
+    # for B (no mailbox request, no second turn), and B recorded nothing outside A's trace.
+    dropped_sends = sends_of(dropped_thread)
+    assert len(dropped_sends) == 1 and dropped_sends[0]["pid"] == a, evidence
+    dropped_turns = [
+        s for s in every if s["name"] == "turn" and s["attributes"].get("tether.thread") == dropped_thread
+    ]
+    assert len(dropped_turns) == 1 and dropped_turns[0]["parent_id"] == dropped_sends[0]["span_id"], evidence
+    assert not [s for s in every if s["pid"] == a and s["name"] == "mailbox runtime.submit"], evidence
+    assert not [s for s in every if s["pid"] == b and s["trace_id"] != kept["trace_id"]], evidence
+    # No half traces anywhere: every parent is in the file, and every trace starts at a
+    # request or a socket event.
+    span_ids = {s["span_id"] for s in every}
+    assert not [s for s in every if s["parent_id"] is not None and s["parent_id"] not in span_ids], evidence
+    strays = [s for s in every if s["parent_id"] is None and not starts_a_trace(s)]
+    assert not strays, f"{listing(strays)}\n--- every span:\n{evidence}"

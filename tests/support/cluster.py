@@ -9,7 +9,7 @@ the other, and break it, kill processes or stop Redis between the two.
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,9 +78,13 @@ def start_cluster(
     kind: str,
     workdir: Path,
     server: str | None = None,
+    *,
+    a_settings: Mapping[str, str] | None = None,
+    b_settings: Mapping[str, str] | None = None,
     **settings: str,
 ) -> Cluster:
-    """Both processes, with ``settings`` (environment variables) over the stage's own."""
+    """Both processes, with ``settings`` (environment variables) over the stage's own, and
+    ``a_settings`` / ``b_settings`` over those for one process alone (e.g. a sampler each)."""
     hook_log = workdir / f"hooks-{uuid.uuid4().hex[:6]}.jsonl"
     env = {
         "CHAT_APP": APPS[kind],
@@ -93,8 +97,8 @@ def start_cluster(
         "LOG_LEVEL": "INFO",
         **settings,
     }
-    a = factory.start(hook_log=hook_log, server=server, **env)
-    b = factory.start(hook_log=hook_log, server=server, **env)
+    a = factory.start(hook_log=hook_log, server=server, **{**env, **(a_settings or {})})
+    b = factory.start(hook_log=hook_log, server=server, **{**env, **(b_settings or {})})
     return Cluster(kind, a, b, proxy_for(a.port), redis, hook_log)
 
 
