@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from chatproject import secret_key
+from chatproject import cookie_policy, secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("TETHER_VAR_DIR", BASE_DIR / "var"))
@@ -596,8 +596,19 @@ if PRODUCTION:
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", True)
-    SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_CONTENT_TYPE_NOSNIFF = True
     SECURE_REFERRER_POLICY = "same-origin"
     X_FRAME_OPTIONS = "DENY"
+
+# --- The session cookie ---------------------------------------------------------------
+# Secure under the production profile (not to be weakened there); elsewhere on request, e.g. a
+# development copy behind HTTPS, or on http://localhost, which browsers count as secure.
+SESSION_COOKIE_SECURE = True if PRODUCTION else _env_bool("SESSION_COOKIE_SECURE", False)
+# ``None``: the cross-site sign-in, for a copilot host page or a Chainlit frontend on another
+# site (chatproject.cookie_policy); needs the Secure cookie above, else the start is refused.
+# The CSRF cookie stays Lax: nothing of another site's page uses it (Chainlit's API and the
+# socket are checked by Origin, and such a page cannot read the cookie anyway).
+SESSION_COOKIE_SAMESITE = cookie_policy.session_cookie_samesite(
+    os.environ.get("SESSION_COOKIE_SAMESITE"), secure=SESSION_COOKIE_SECURE
+)

@@ -139,7 +139,23 @@ async def connect(user: User, auth: dict[str, Any], channel: str) -> LiveSession
             )
         except Exception as exc:  # the layer is down: the old socket's own drop detaches it
             logger.warning("could not retire the previous socket of session %s: %r", session_id, exc)
+    if opened.restored and thread_id is not None and _asks_a_first_resume(live, thread_id):
+        # Chainlit's frontend on a thread's page connects twice under one sessionId: first
+        # before it knows the thread (its debounced connect, then on_chat_start runs), then with
+        # the thread to resume. The second asks for what the first never showed: it resumes.
+        live.thread_id_to_resume = thread_id
+        await database_sync_to_async(records.set_fields)(live.id, thread_id_to_resume=thread_id)
     return live
+
+
+def _asks_a_first_resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
+    """A restored session that has shown no thread yet (no message, no resume) is asked to
+    resume ``thread_id``."""
+    return not live.has_first_interaction and not live.resumed and thread_id != live.thread_id
+
+
+def _resume_pending(live: LiveSession) -> bool:
+    return live.thread_id_to_resume is not None and not live.resumed and not live.has_first_interaction
 
 
 # The most steps a client may ask ``resume_thread`` to carry as its first page.
@@ -183,8 +199,10 @@ async def _connection_successful(live: LiveSession) -> None:
     await live.emit("clear_call_fn", None)
     await _show_chat_settings(live)
 
-    if live.restored and (live.has_first_interaction or live.chat_started or live.resumed):
-        # A restored session never re-runs resume (#3061) nor start.
+    shown = live.has_first_interaction or live.chat_started or live.resumed
+    if live.restored and shown and not _resume_pending(live):
+        # A restored session never re-runs resume (#3061) nor start; but one asked to resume a
+        # thread before it showed any (``_asks_a_first_resume``) resumes it.
         return
 
     if live.thread_id_to_resume and hooks.on_chat_resume:

@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable
 from contextvars import Token
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -332,12 +333,14 @@ class LiveSession:
 
     async def _keep_open_streams(self, *, interrupted: bool) -> None:
         """Transcribe what was streamed of messages the hook never finished, and show them as
-        final (a stop marks them interrupted)."""
+        final (a stop marks them interrupted); an open step among them ends now, with its hook."""
         streams, self._open_streams = self._open_streams, {}
         for message in streams.values():
             if interrupted:
                 message.metadata = {**message.metadata, "interrupted": True}
             message.streaming = False
+            if isinstance(message, Step) and message.end is None:
+                message.end = datetime.now(UTC)  # the hook is gone: so is the step's run
             try:
                 await self.save_message(message)
                 await self.emit("update_message", message.shown_dict())

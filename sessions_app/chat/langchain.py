@@ -20,6 +20,13 @@ sends next comes after the steps. The async handler is for async runs: it writes
 itself, and waits for each change from the sync parts of such a run (a plain function in a
 ``RunnableLambda`` that calls a tool), which LangChain drives on a loop of its own.
 
+A stop ends the run with the turn: the hook is cancelled (an async run with it), its open
+steps are kept as far as they got, marked interrupted, and closed (``LiveSession``). A sync run
+on an app thread goes on after the hook is gone, so once its turn is over (stopped or ended)
+the handler hands nothing more to the loop and raises ``TurnOver`` into the run (LangChain
+re-raises a handler's error when its ``raise_error`` is true, as the handler's is from then
+on), which ends it at its next callback: nothing of it shows after the stop, nor in the next turn.
+
 A run that holds the chat's loop (a sync ``invoke`` made on it, or the async handler given a
 sync run) could only have its steps written after the reply, and after the turn, when they
 are refused: it is not recorded, and the log says so once.
@@ -37,7 +44,7 @@ import threading
 import uuid
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 try:
     from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
@@ -55,6 +62,9 @@ from sessions_app.chat.context import require_session
 from sessions_app.chat.message import Message
 from sessions_app.chat.step import Step, StepType
 from sessions_app.chat.sync import hook_loop
+
+if TYPE_CHECKING:
+    from sessions_app.live import LiveSession
 
 # A step change waiting to run on the chat's event loop.
 Change = Coroutine[Any, Any, object]
@@ -163,6 +173,11 @@ def _say_unrecorded(handler: str) -> None:
         )
 
 
+class TurnOver(Exception):
+    """Raised into a sync LangChain run whose turn is over (stopped, or the hook returned):
+    it ends the run, whose steps could no longer be shown."""
+
+
 class StepRecorder:
     """What both handlers share: the runs seen, their steps, and the ordered hand-over of
     step changes to the chat's event loop."""
@@ -176,7 +191,8 @@ class StepRecorder:
         to_ignore: Sequence[str] | None,
         to_keep: Sequence[str] | None,
     ) -> None:
-        require_session()  # made inside a hook: its steps belong to that hook's session
+        # Made inside a hook: its steps belong to that hook's session.
+        self.session: LiveSession = require_session()
         self.loop = hook_loop()
         # Where the handler was made: the outermost runs nest as a step opened there would.
         self.context = contextvars.copy_context()
@@ -191,6 +207,8 @@ class StepRecorder:
         self.has_streamed_final_answer = False
         self.runs: dict[uuid.UUID, Run] = {}
         self._tail: asyncio.Future[None] | None = None
+        # The hook task (the turn) the latest outermost run started in.
+        self._turn: asyncio.Task[Any] | None = None
 
     def on_loop(self) -> bool:
         """Called on the chat's event loop (from a coroutine, or from plain code that holds it)."""
@@ -198,6 +216,11 @@ class StepRecorder:
             return asyncio.get_running_loop() is self.loop
         except RuntimeError:
             return False
+
+    def turn_over(self) -> bool:
+        """The turn the current run belongs to was stopped or has ended: its changes are late."""
+        turn = self._turn
+        return turn is not None and (turn.done() or turn.cancelling() > 0)
 
     # --- handing step changes over from other threads, in order ---------------------------
 
@@ -208,6 +231,9 @@ class StepRecorder:
         async def after() -> None:
             if previous is not None:
                 await asyncio.wait([previous])  # its failure was logged by its own task
+            if self.turn_over():  # stopped while the change waited for the loop
+                change.close()
+                return
             await change
 
         task = self.loop.create_task(after(), context=self.context.copy())
@@ -255,6 +281,8 @@ class StepRecorder:
         not recorded where its steps could only be written after the code that follows it
         (``recordable`` False: it holds the chat's loop), nor is anything it runs."""
         parent = self.runs.get(parent_run_id) if parent_run_id is not None else None
+        if parent_run_id is None:
+            self._turn = self.session.current_task
         if not recordable or (parent is not None and not parent.recorded):
             _say_unrecorded(handler)
             self.runs[run_id] = Run(None, parent_run_id, kind, recorded=False)
@@ -316,9 +344,10 @@ class StepRecorder:
             await answer.send()
 
     def error(self, run_id: uuid.UUID, error: BaseException) -> Change | None:
-        """The change that finishes a run's step as failed."""
+        """The change that finishes a run's step as failed; None for a stop (a cancelled
+        hook): the session keeps the open step as far as it got, marked interrupted."""
         run = self.runs.get(run_id)
-        if run is None or run.step is None:
+        if run is None or run.step is None or not isinstance(error, Exception):
             return None
         return self._fail(run.step, f"{type(error).__name__}: {error}")
 
@@ -418,7 +447,16 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
     """LangChain runs as nested steps, for sync runs (``invoke``, ``stream`` on an app thread,
     e.g. through ``chat.make_async``). Make it inside a hook: it belongs to that session."""
 
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        """LangChain re-raises this handler's errors once its turn is over (``TurnOver``)."""
+        return self.recorder.turn_over()
+
     def _hand(self, change: Change | None, *, wait: bool = False) -> None:
+        if self.recorder.turn_over():
+            if change is not None:
+                change.close()
+            raise TurnOver("the chat turn of this LangChain run was stopped or has ended")
         if change is not None:
             self.recorder.submit(change, wait=wait)
         elif wait:
@@ -433,6 +471,10 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
 
     def _ended(self, run_id: uuid.UUID, change: Change | None) -> None:
         self._hand(change, wait=self.recorder.is_outermost(run_id))
+
+    def _failed(self, run_id: uuid.UUID, error: BaseException) -> None:
+        if not self.recorder.turn_over():  # else the run is failing of the TurnOver raised into it
+            self._ended(run_id, self.recorder.error(run_id, error))
 
     def on_chain_start(
         self,
@@ -459,7 +501,7 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
         self._ended(run_id, self.recorder.end(run_id, outputs, kwargs.get("inputs")))
 
     def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._ended(run_id, self.recorder.error(run_id, error))
+        self._failed(run_id, error)
 
     def on_chat_model_start(
         self,
@@ -504,7 +546,7 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
         self._ended(run_id, self.recorder.end(run_id, _generation(response)))
 
     def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._ended(run_id, self.recorder.error(run_id, error))
+        self._failed(run_id, error)
 
     def on_tool_start(
         self,
@@ -531,7 +573,7 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
         self._ended(run_id, self.recorder.end(run_id, output))
 
     def on_tool_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._ended(run_id, self.recorder.error(run_id, error))
+        self._failed(run_id, error)
 
     def on_retriever_start(
         self,
@@ -557,7 +599,7 @@ class LangchainCallbackHandler(ChainlitHandlerOptions, BaseCallbackHandler):
         self._ended(run_id, self.recorder.end(run_id, list(documents)))
 
     def on_retriever_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._ended(run_id, self.recorder.error(run_id, error))
+        self._failed(run_id, error)
 
 
 async def _nothing() -> None:
@@ -570,6 +612,9 @@ class AsyncLangchainCallbackHandler(ChainlitHandlerOptions, AsyncCallbackHandler
 
     async def _apply(self, change: Change | None) -> None:
         if change is None:
+            return
+        if self.recorder.turn_over():  # a late part of a stopped run: shown nowhere
+            change.close()
             return
         if self.recorder.on_loop():
             await change  # in the caller's task: a stop of the hook stops it too

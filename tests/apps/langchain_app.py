@@ -4,15 +4,26 @@ that is part of langchain_core (it streams its answer word by word) and a parser
 a ``@chat.step``. The message's first word picks the run: ``async`` (``astream`` with the
 async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``blocking`` (``invoke``
 on the event loop with the sync handler), ``everything`` (nothing hidden), ``forced`` (the
-whole answer streamed into a message), ``fail`` (the tool raises, with the async handler)."""
+whole answer streamed into a message), ``fail`` (the tool raises, with the async handler),
+``slow-async`` / ``slow-sync`` (a model that streams a long answer a word every 0.1 s, for a
+stop in mid-run: ``astream`` with the async handler, ``stream`` on an app thread with the sync one)."""
 
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForLLMRun,
+    CallbackManagerForLLMRun,
+    CallbackManagerForRetrieverRun,
+)
 from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
 from langchain_core.output_parsers import StrOutputParser
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
@@ -59,6 +70,78 @@ def chain_for(city: str, *, streaming: bool = False) -> Runnable[str, str]:
     return RunnableLambda(gather) | prompt | called | StrOutputParser()
 
 
+# A stop comes long before the end: 600 words, one every 0.1 s.
+SLOW_ANSWER = "Final Answer: " + " ".join(f"w{n}" for n in range(600))
+SLOW_PAUSE = 0.1
+
+
+class SlowChatModel(BaseChatModel):
+    """A chat model that streams ``SLOW_ANSWER`` a word per ``SLOW_PAUSE`` (sleeping between
+    words, as a model waiting on its server would), in sync and async runs."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "slow-fake"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(SLOW_ANSWER))])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: Any = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for word in SLOW_ANSWER.split(" "):
+            time.sleep(SLOW_PAUSE)
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+            if run_manager is not None:
+                run_manager.on_llm_new_token(word + " ", chunk=chunk)
+            yield chunk
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: Any = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for word in SLOW_ANSWER.split(" "):
+            await asyncio.sleep(SLOW_PAUSE)
+            chunk = ChatGenerationChunk(message=AIMessageChunk(content=word + " "))
+            if run_manager is not None:
+                await run_manager.on_llm_new_token(word + " ", chunk=chunk)
+            yield chunk
+
+
+def slow_chain() -> Runnable[dict[str, Any], str]:
+    return prompt | SlowChatModel() | StrOutputParser()
+
+
+SLOW_INPUT = {"city": "Paris", "weather": "rain", "notes": "none"}
+
+
+@chat.step(name="slow", type="run")
+async def answer_slow_async() -> None:
+    handler = chat.AsyncLangchainCallbackHandler(stream_final_answer=True)
+    async for _ in slow_chain().astream(SLOW_INPUT, config={"callbacks": [handler]}):
+        pass
+
+
+@chat.step(name="slow", type="run")
+async def answer_slow_sync() -> None:
+    handler = chat.LangchainCallbackHandler(stream_final_answer=True)
+
+    def run() -> None:
+        for _ in slow_chain().stream(SLOW_INPUT, config={"callbacks": [handler]}):
+            pass
+
+    await chat.make_async(run)()
+
+
 @chat.step(name="answer", type="run")
 async def answer_async(city: str) -> str:
     handler = chat.AsyncLangchainCallbackHandler(stream_final_answer=True)
@@ -86,6 +169,11 @@ async def answer_sync(city: str) -> str:
 async def on_message(message: chat.Message) -> None:
     mode, _, city = message.content.partition(" ")
     runs: dict[str, Any] = {"async": answer_async, "sync": answer_sync}
+    slow_runs: dict[str, Any] = {"slow-async": answer_slow_async, "slow-sync": answer_slow_sync}
+    if mode in slow_runs:
+        await slow_runs[mode]()
+        await chat.Message("done slow").send()
+        return
     if mode == "fail":
         handler = chat.AsyncLangchainCallbackHandler()
         try:

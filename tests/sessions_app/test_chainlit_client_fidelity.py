@@ -226,3 +226,33 @@ async def test_an_edit_updates_and_removes_the_copies_chainlits_client_holds(ser
     assert removed_users == [second], client.named("delete_message")
     assert "error" not in [name for name, _ in client.events], client.events
     await client.disconnect()
+
+
+async def test_a_second_connect_of_a_fresh_session_with_a_thread_to_resume_resumes_it(server, make_user):
+    """Chainlit's frontend loading a thread's page connects twice under one sessionId: first
+    without the thread (its first debounced connect; on_chat_start runs), then with the
+    thread's id. On a loaded machine the first gets as far as ``connection_successful``: the
+    second, a restore, must still resume the thread (the page showed nothing of it before)."""
+    user = make_user()
+    sender = await signed_in(server, user)
+    await sender.start()
+    thread_id = (await sender.send("the thread to resume"))["threadId"]
+    await sender.wait_event("task_end", count=2, timeout=30)
+    await sender.disconnect()
+
+    page = ChatClient(server.url, sender.cookie)
+    await page.start()  # the first connect: no thread known yet
+    await page.wait_event("task_end", timeout=30)
+    await page.disconnect()
+    again = ChatClient(server.url, sender.cookie, session_id=page.session_id)
+    await again.start(thread_id=thread_id)
+    try:
+        (thread,) = await again.wait_event("resume_thread", timeout=30)
+    except TimeoutError:
+        pytest.fail(f"the restored session never resumed the thread; events: {again.events!r}")
+    assert thread["id"] == thread_id, thread
+    shown = [s["output"] for s in thread["steps"] if s["type"] == "user_message"]
+    assert shown == ["the thread to resume"], thread["steps"]
+    answer = await again.send("and on")
+    assert answer["threadId"] == thread_id, answer  # the session now writes to that thread
+    await again.disconnect()

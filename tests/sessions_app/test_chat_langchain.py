@@ -5,6 +5,7 @@ inside a ``@chat.step``) and a python-socketio client. What the client is sent a
 written: one step per shown run, with its type, parent, input and output; the model's tokens
 streamed into its step and the final answer into a message, token by token."""
 
+import asyncio
 import json
 import os
 import subprocess
@@ -262,4 +263,74 @@ async def test_answer_reached_set_by_the_app_streams_the_whole_answer_into_a_mes
         [(r.type, r.name, r.output) for r in await rows(thread_id)],
         client.events,
     )
+    await client.disconnect()
+
+
+def slow_run_ids(client: ChatClient) -> set[str]:
+    """The ids of what the slow run streamed into: its model's step and the final answer."""
+    return {d["id"] for n, d in client.events if n == "stream_start" and d.get("name") != "answer"}
+
+
+@pytest.mark.parametrize("mode", ["slow-async", "slow-sync"])
+async def test_a_stop_in_mid_stream_ends_the_langchain_run_and_the_session_goes_on(
+    langchain_server: Any, make_user: Any, mode: str
+) -> None:
+    """``stop`` while the model streams through the handler: the turn ends, nothing of the
+    run streams after the stop's notice, its steps are closed, and the next message is answered."""
+    client = await signed_in(langchain_server, make_user())
+    await client.start()
+    await client.wait_event("task_end")  # the chat's start
+    thread_id = str((await client.send(mode))["threadId"])
+    await client.wait_event("stream_token", count=5, timeout=30)  # the model is streaming
+    await client.emit("stop")
+    try:
+        await client.wait_for(
+            lambda c: any(d.get("metadata", {}).get("notice") == "stopped" for d in c.named("new_message")),
+            timeout=30,
+        )
+        await client.wait_event("task_end", count=2, timeout=30)
+    except TimeoutError:
+        pytest.fail(f"the stop never ended the turn; events: {client.events!r}")
+    acknowledged = next(
+        i
+        for i, (n, d) in enumerate(client.events)
+        if n == "new_message" and d.get("metadata", {}).get("notice") == "stopped"
+    )
+    streamed = slow_run_ids(client)
+    assert streamed, client.events
+
+    # The next message is answered (and gives the stopped run the time to show any leak).
+    await client.send("async Paris")
+    try:
+        await client.wait_text("done async", timeout=30)
+        await client.wait_event("task_end", count=3, timeout=30)
+    except TimeoutError:
+        pytest.fail(f"the session did not answer after the stop; events: {client.events!r}")
+    late = [
+        (n, d)
+        for n, d in client.events[acknowledged:]
+        if n in ("stream_token", "stream_start", "new_message", "update_message") and d.get("id") in streamed
+    ]
+    assert late == [], f"the stopped run streamed after the stop's notice: {late!r}"
+    if mode == "slow-sync":  # the app thread's run was ended, not left streaming into nothing
+        log = await asyncio.to_thread(Path(langchain_server.log_path).read_text)
+        assert log.count("on_llm_new_token callback: TurnOver") == 1, log[-3000:]
+
+    # Its steps are closed, live and as written.
+    slow_steps = [
+        d for n, d in client.events[:acknowledged] if n == "new_message" and d.get("type") in STEP_TYPES
+    ]
+    opened = {d["id"] for d in slow_steps}
+    closed = {
+        d["id"]: d
+        for n, d in client.events
+        if n == "update_message" and d.get("id") in opened and d.get("end") is not None
+    }
+    last = {d["id"]: d for n, d in client.events if d and isinstance(d, dict) and d.get("id") in opened}
+    assert opened and set(closed) == opened, f"steps left open: {[last[i] for i in opened - set(closed)]!r}"
+    for step in closed.values():  # closed as stopped, not as failed
+        assert step["metadata"].get("interrupted") is True and not step["isError"], json.dumps(step)
+    written = {str(row.id): row for row in await rows(thread_id)}
+    for step_id in opened:
+        assert written[step_id].end is not None, (step_id, written[step_id].__dict__)
     await client.disconnect()
