@@ -79,6 +79,23 @@ def upsert_step(
     return _write_step(thread_id, step_id, fields, transcribes=(), fence=fence)
 
 
+def write_answering_step(
+    thread_id: uuid.UUID,
+    step_id: uuid.UUID,
+    *,
+    answers: Sequence[uuid.UUID],
+    outcome: str,
+    fence: Fence | None = None,
+    **fields: Any,
+) -> Step:
+    """A turn's last step (an engine's reply) with the outcome of the sends it answered, in
+    one write: one statement on PostgreSQL (``step_appends``), one transaction elsewhere, so
+    the turn ends in one database trip and a send never has an outcome without its reply
+    (recovery reads an outcome as "answered"). ``Fenced`` when the claim is stale: neither
+    is written."""
+    return _write_step(thread_id, step_id, fields, transcribes=(), fence=fence, settles=(answers, outcome))
+
+
 def _write_step(
     thread_id: uuid.UUID,
     step_id: uuid.UUID,
@@ -87,10 +104,12 @@ def _write_step(
     transcribes: Sequence[uuid.UUID],
     unqueued: Sequence[uuid.UUID] = (),
     fence: Fence | None = None,
+    settles: tuple[Sequence[uuid.UUID], str] | None = None,
 ) -> Step:
     """The write of every step: its text within the step and thread budgets
     (``step_budgets``), the thread's ``text_bytes`` kept in the same transaction; under
-    ``fence`` (or the current task's), only while that claim is current."""
+    ``fence`` (or the current task's), only while that claim is current; ``settles``: (sends,
+    outcome) recorded with it (``write_answering_step``)."""
     fence = in_force(fence)
     if fence is not None:
         fields.update(fence.stamp())
@@ -107,6 +126,7 @@ def _write_step(
         text_bytes=step_budgets.step_text_bytes(fields),
         thread_budget=budget,
         fence=fence,
+        settles=settles,
     )
     if seq is not None:
         return Step(id=step_id, thread_id=thread_id, seq=seq, **fields)
@@ -146,6 +166,8 @@ def _write_step(
             )
         if unqueued:
             AcceptedMessage.objects.filter(pk__in=unqueued, queued__isnull=True).update(queued=False)
+        if settles is not None:
+            settle_sends(list(settles[0]), settles[1], fence=fence)
         return step
 
 

@@ -8,7 +8,9 @@ another writer holds the row, waits and then sees that writer's committed ``last
 that only happens when the insert did. A step id that already exists inserts nothing, moves
 nothing and returns ``None``: the caller updates the existing row instead. The sends a user
 step transcribes can be marked in the same statement (with the ``queued`` answer of those
-sent to a ready run, ``chats.submit_here``). The thread's ``text_bytes`` grows by the
+sent to a ready run, ``chats.submit_here``); the sends a turn's last step answers can have
+their outcome recorded in it (``settles``: an engine turn's reply with its outcome, so a
+send never has an outcome without the step that answered it). The thread's ``text_bytes`` grows by the
 step's text in the same ``UPDATE``, and a step that would take it past the thread's budget
 inserts nothing either (``None``: the caller's path fits it to what is left).
 
@@ -37,7 +39,7 @@ _INSERTED_COLUMNS = [f for f in Step._meta.concrete_fields if f.column != "seq"]
 
 
 @functools.cache
-def _sql(mark_sends: bool, fence: str = "") -> str:
+def _sql(mark_sends: bool, fence: str = "", settles: bool = False) -> str:
     step, thread, accepted = (m._meta.db_table for m in (Step, Thread, AcceptedMessage))  # noqa: SLF001
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in _INSERTED_COLUMNS)
     values = ", ".join("%s" for _ in _INSERTED_COLUMNS)
@@ -51,6 +53,14 @@ def _sql(mark_sends: bool, fence: str = "") -> str:
         if mark_sends
         else ""
     )
+    settled = (
+        f""", settled AS (
+            UPDATE {accepted} SET outcome = %s, holder = ''
+            FROM inserted WHERE {accepted}.id = ANY(%s) AND {accepted}.outcome = ''
+        )"""
+        if settles
+        else ""
+    )
     return f"""
         WITH locked AS (
             SELECT last_seq, text_bytes FROM {thread} WHERE id = %s{f" AND {fence}" if fence else ""} FOR UPDATE
@@ -62,7 +72,7 @@ def _sql(mark_sends: bool, fence: str = "") -> str:
         ), bumped AS (
             UPDATE {thread} SET last_seq = inserted.seq, text_bytes = {thread}.text_bytes + %s, updated_at = %s
             FROM inserted WHERE {thread}.id = %s
-        ){marked}
+        ){marked}{settled}
         SELECT (SELECT seq FROM inserted), (SELECT count(*) FROM locked)
     """
 
@@ -77,13 +87,15 @@ def append_step(
     text_bytes: int = 0,
     thread_budget: int,
     fence: Fence | None = None,
+    settles: tuple[Sequence[uuid.UUID], str] | None = None,
 ) -> int | None:
     """Insert the step with the next seq and return it; ``None`` when the id exists already,
     when its ``text_bytes`` would take the thread past ``thread_budget``, or when the database
     is not PostgreSQL. ``transcribes``: accepted sends this step records, marked transcribed
     by the same statement; ``unqueued``: those of them whose ``queued`` is recorded as False
     there, when it is not recorded yet. ``fence``: the claim the step is written under;
-    raises ``Fenced`` when it is no longer current."""
+    raises ``Fenced`` when it is no longer current. ``settles``: (sends, outcome), recorded
+    by the same statement only when it inserted the step (on ``None`` nothing was settled)."""
     if connection.vendor != "postgresql":
         return None
     row = {**fields, "id": step_id, "thread_id": thread_id}
@@ -100,8 +112,10 @@ def append_step(
     mark = bool(transcribes)
     if mark:
         params += [AcceptedMessage.State.TRANSCRIBED, list(unqueued), list(transcribes)]
+    if settles is not None:
+        params += [settles[1], list(settles[0])]
     with prepared.cursor() as cursor:
-        cursor.execute(_sql(mark, fence_sql), params)
+        cursor.execute(_sql(mark, fence_sql, settles is not None), params)
         seq, locked = cursor.fetchone()
     if fence is not None and not locked:
         raise Fenced(fence, f"step {step_id}")

@@ -15,10 +15,16 @@ The contract (docs/design.md, "Chat runtime"):
   has its first write refused, and then drops its turn and queue, shows nothing more and
   leaves the pool (``on_fenced``); the new owner answers what was accepted;
 - in the close window (the run has closed, the phase is not idle yet) ``send()`` returns False
-  rather than racing a second run.
+  rather than racing a second run;
+- a complete reply is held briefly (``HeldReply``): when the turn's result follows it (the
+  common case: one read of the engine's output holds both) the reply's step and the turn's
+  outcome are one database write (``transcript.write_reply_answering``), so a send never has
+  an outcome without its reply; anything else the engine says next, the run closing, or
+  ``REPLY_HOLD`` passing writes and shows the held reply first, as its own write.
 """
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -54,6 +60,19 @@ logger = logging.getLogger(__name__)
 Emit = Callable[[str, Any], Awaitable[None]]
 ENGINE_DIED_TEXT = "The engine stopped unexpectedly; your next message starts it again."
 SERVER_STOPPED_TEXT = "The server stopped while answering this message; send it again."
+# How long a complete reply waits for its turn's result before it is written on its own (the
+# engine said nothing more meanwhile): the reply is shown at most this much later.
+REPLY_HOLD = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldReply:
+    """A complete reply not written yet: the engine's message id, its text, and the event that
+    shows it (``update_message`` when it was streamed)."""
+
+    message_id: str
+    text: str
+    event: str
 
 
 class ChatSession(Conversation):
@@ -61,6 +80,9 @@ class ChatSession(Conversation):
     fenced = False
     # The trace span of the turn in flight (chatproject.tracing; None with traces off).
     _turn_span: "Span | None" = None
+    # The turn's complete reply, not written yet, and whether a write of one is under way.
+    _reply: HeldReply | None = None
+    _reply_writing = False
 
     def __init__(
         self,
@@ -96,6 +118,9 @@ class ChatSession(Conversation):
         self._allowances: dict[str, StreamAllowance] = {}
         self._turn_ids: list[uuid.UUID] = []  # accepted ids of the turn in flight
         self._turn_clock: metrics.EngineTurnClock | None = None  # of the turn in flight
+        self._reply = None
+        self._reply_lock = asyncio.Lock()  # orders a held reply's write before what follows it
+        self._reply_timer: asyncio.TimerHandle | None = None
         # A graceful shutdown: no new turn starts here; what is queued stays pending in the
         # database for the box's next owner.
         self.draining = False
@@ -126,6 +151,7 @@ class ChatSession(Conversation):
         )
         self.queue.clear()
         self._turn_ids = []
+        self._reply = None
         span, self._turn_span = self._turn_span, None
         tracing.end(span, "lost")
         self._streamed.clear()
@@ -289,7 +315,10 @@ class ChatSession(Conversation):
             await self._lose(exc)
 
     async def _on_message(self, message: ChatMessage) -> None:
-        """The message switch: exhaustive (a new message type fails ``assert_never``)."""
+        """The message switch: exhaustive (a new message type fails ``assert_never``). A held
+        reply is written before whatever follows it, except the turn's result (written with it)."""
+        if not isinstance(message, TurnResult) and (self._reply is not None or self._reply_writing):
+            await self._flush_reply()
         match message:
             case SystemInit(engine_session_id=session_id):
                 await self._remember_engine_session(session_id)
@@ -320,12 +349,10 @@ class ChatSession(Conversation):
             case AssistantText(message_id=message_id, text=text):
                 if self._turn_clock is not None:
                     self._turn_clock.output()
-                with tracing.span("reply"):
-                    step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
-                    self._partial.pop(message_id, None)
-                    self._allowances.pop(message_id, None)
-                    streamed = self._streamed.pop(message_id, None) is not None
-                    await self.emit("update_message" if streamed else "new_message", step)
+                self._partial.pop(message_id, None)
+                self._allowances.pop(message_id, None)
+                streamed = self._streamed.pop(message_id, None) is not None
+                self._hold_reply(HeldReply(message_id, text, "update_message" if streamed else "new_message"))
             case ToolCall(tool_use_id=tool_use_id, name=name, input=tool_input):
                 step = await transcript.write_tool_call(
                     self.thread_id, tool_use_id, name, tool_input, self.fence
@@ -351,11 +378,15 @@ class ChatSession(Conversation):
         if self.phase is Phase.STREAMING:
             self._move(Phase.READY)  # the busy flip comes before the result's side effects
         interrupted = stopping or result.outcome == "interrupted"
+        reply = await self._take_reply()
+        if reply is not None and (self._streamed or result.is_error):
+            await self._write_reply(reply)  # other steps follow it: it is not the turn's last
+            reply = None
         await self._keep_partial_replies(interrupted=interrupted)
         if result.is_error:
             await self.emit("new_message", await self._error_step(result.text or "The turn failed."))
         outcome = "error" if result.is_error else "interrupted" if interrupted else "replied"
-        await self._settle_turn(outcome)
+        await self._settle_turn(outcome, reply)
         await self.emit("task_end", None)
         if self.queue and self.phase is Phase.READY and not self._closing and not self.draining:
             merged = UserTurn.merge(self.queue)
@@ -381,6 +412,7 @@ class ChatSession(Conversation):
         self._move(Phase.IDLE)
         if self.fenced:
             return  # the thread is another process's: nothing here is written or shown
+        await self._flush_reply()  # the run ended before the turn's result: the reply stays
         if was_stopping and not self.draining:
             # Sends refused while stopping were queued after stop() dropped the rest; they go
             # now, before the awaits below let another hand-over start a run with them.
@@ -420,18 +452,79 @@ class ChatSession(Conversation):
         self._partial.clear()
         self._allowances.clear()
 
-    async def _settle_turn(self, outcome: str) -> None:
-        """Record how the turn in flight ended on the sends it carried."""
+    async def _settle_turn(self, outcome: str, reply: HeldReply | None = None) -> None:
+        """Record how the turn in flight ended on the sends it carried, with ``reply`` (its
+        last step, held) in the same write; the reply is shown once written."""
         ids, self._turn_ids = self._turn_ids, []
         clock, self._turn_clock = self._turn_clock, None
         span, self._turn_span = self._turn_span, None
         if clock is not None:
             clock.end(outcome)
             logger.info("turn of send(s) %s ended: %s", ",".join(map(str, ids)), outcome)
-        if ids:
-            with tracing.active(span):
+        with tracing.active(span):
+            if ids and reply is not None:
+                with tracing.span("reply"):
+                    step = await transcript.write_reply_answering(
+                        self.thread_id, reply.message_id, reply.text, ids, outcome, self.fence
+                    )
+                await self.emit(reply.event, step)
+            elif reply is not None:
+                await self._write_reply(reply)
+            elif ids:
                 await transcript.settle_turn(ids, outcome, fence=self.fence)
         tracing.end(span, outcome)
+
+    # --- the held reply -------------------------------------------------------------------------
+
+    def _hold_reply(self, reply: HeldReply) -> None:
+        """Keep ``reply`` for the turn's result; written alone if ``REPLY_HOLD`` passes first."""
+        self._reply = reply
+        if self._reply_timer is not None:
+            self._reply_timer.cancel()
+        self._reply_timer = asyncio.get_running_loop().call_later(REPLY_HOLD, self._reply_held_too_long)
+
+    def _reply_held_too_long(self) -> None:
+        self._reply_timer = None
+        if self._reply is not None and not self.fenced:
+            task = asyncio.create_task(self._flush_reply_in_background())
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _flush_reply_in_background(self) -> None:
+        try:
+            await self._flush_reply()
+        except Fenced as exc:
+            await self._lose(exc)
+        except Exception:
+            logger.exception("the reply of thread %s could not be transcribed", self.thread_id)
+
+    async def _take_reply(self) -> HeldReply | None:
+        """The held reply, now the caller's to write (after any write of it under way)."""
+        async with self._reply_lock:
+            reply, self._reply = self._reply, None
+        if self._reply_timer is not None:
+            self._reply_timer.cancel()
+            self._reply_timer = None
+        return reply
+
+    async def _flush_reply(self) -> None:
+        """Write and show the held reply now: something else follows it."""
+        async with self._reply_lock:
+            reply, self._reply = self._reply, None
+            if reply is None:
+                return
+            self._reply_writing = True
+            try:
+                await self._write_reply(reply)
+            finally:
+                self._reply_writing = False
+
+    async def _write_reply(self, reply: HeldReply) -> None:
+        with tracing.span("reply"):
+            step = await transcript.write_assistant_text(
+                self.thread_id, reply.message_id, reply.text, self.fence
+            )
+        await self.emit(reply.event, step)
 
     async def close_orphaned_turns(self) -> None:
         """Turns this thread's previous runner (a process that died or was stopped) left
@@ -528,6 +621,7 @@ class ChatSession(Conversation):
             return
         if self.phase is Phase.STREAMING:
             if not in_time:
+                await self._flush_reply()
                 await self._keep_partial_replies(interrupted=False)
                 await self.emit("new_message", await self._error_step(SERVER_STOPPED_TEXT))
                 await self._settle_turn("error")

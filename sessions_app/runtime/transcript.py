@@ -1,5 +1,6 @@
 """Transcript writes made by the pump: the user step when the engine takes a turn, the
-assistant and tool steps as they complete, the engine session id when it is reported.
+assistant and tool steps as they complete (a turn's last reply with the turn's outcome), the
+engine session id when it is reported.
 
 Engine message ids are not always UUIDs (Claude's are ``msg_...``), so a step's id is derived
 from the thread and the engine's id with uuid5: the same engine message written twice is one
@@ -96,6 +97,37 @@ async def write_assistant_text(
     return await write_engine_step(
         thread_id, message_id, type="assistant_message", name="assistant", output=text, fence=fence
     )
+
+
+@database_sync_to_async
+def write_reply_answering(
+    thread_id: uuid.UUID,
+    message_id: str,
+    text: str,
+    answers: list[uuid.UUID],
+    outcome: str,
+    fence: Fence | None = None,
+) -> dict[str, Any]:
+    """A turn's complete assistant message with the outcome of the sends it answered: the
+    turn's last database trip (``services.write_answering_step``)."""
+    now = timezone.now()
+    step = services.write_answering_step(
+        thread_id,
+        engine_step_id(thread_id, message_id),
+        answers=answers,
+        outcome=outcome,
+        type="assistant_message",
+        name="assistant",
+        input="",
+        output=text,
+        content=[],
+        is_error=False,
+        metadata={},
+        start=now,
+        end=now,
+        fence=fence,
+    )
+    return step_to_dict(step)
 
 
 async def write_tool_call(

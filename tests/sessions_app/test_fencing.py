@@ -163,6 +163,39 @@ def test_a_stale_token_settles_no_send_and_the_user_step_marks_no_send(thread):
     assert not Step.objects.filter(pk=pending.pk).exists()
 
 
+def answer(thread: Thread, send: AcceptedMessage, fence: Fence, step_id: uuid.UUID | None = None) -> Step:
+    return services.write_answering_step(
+        thread.pk,
+        step_id or uuid.uuid4(),
+        answers=[send.pk],
+        outcome="replied",
+        fence=fence,
+        type="assistant_message",
+        output="the reply",
+    )
+
+
+def outcome_and_replies(send: AcceptedMessage) -> tuple[str, list[str]]:
+    replies = Step.objects.filter(thread_id=send.thread_id, type="assistant_message")
+    return AcceptedMessage.objects.get(pk=send.pk).outcome, list(replies.values_list("output", flat=True))
+
+
+@pytest.mark.parametrize("same_step_again", [False, True], ids=["new step", "existing step (ORM path)"])
+def test_a_reply_and_its_sends_outcome_are_written_together_or_not_at_all(thread, same_step_again):
+    """An engine turn's last write (``write_answering_step``): a stale claim writes neither the
+    reply nor the outcome; the current one writes both (recovery never sees an outcome
+    without its reply)."""
+    stale, current = taken_over(thread)
+    send = _send(thread)
+    step_id = write(thread, current, "streamed so far").pk if same_step_again else uuid.uuid4()
+    before = outcome_and_replies(send)
+    with pytest.raises(Fenced):
+        answer(thread, send, stale, step_id)
+    assert outcome_and_replies(send) == before, outcome_and_replies(send)
+    answer(thread, send, current, step_id)
+    assert outcome_and_replies(send) == ("replied", ["the reply"]), outcome_and_replies(send)
+
+
 def test_a_taken_over_turn_releases_and_settles_nothing(thread):
     session = SocketSession.objects.create(id=uuid.uuid4(), user=thread.owner, thread_id=thread.pk)
     send = _send(thread, session_id=session.pk, source=AcceptedMessage.Source.HOOK)

@@ -15,10 +15,13 @@ Steady state (the thread exists), PostgreSQL:
   every statement naming the heartbeat's table, the claim's liveness subquery among them;
   the heartbeat is now told apart by its thread.) 22 before issue 11, one more while every
   turn looked up its message's attachments (issue 22: only a send naming uploads does).
-- engine runtime, 4 trips (6 before): the send's INSERT with the box read (``with_read``); the
-  user step, which also records the answer's ``queued`` (a send started on a ready run,
-  ``chats.submit_here``; a trip of its own before); the assistant step; the outcome: 5
-  statements (6 before; 16 before issue 11).
+- engine runtime, 3 trips (4 before, 6 before that): the send's INSERT with the box read
+  (``with_read``); the user step, which also records the answer's ``queued`` (a send started
+  on a ready run, ``chats.submit_here``; a trip of its own before); the reply with the send's
+  outcome, one statement (``services.write_answering_step``: the reply is held until the
+  engine's result, ``chat_session.HeldReply``; they were two trips): 4 statements (5 before;
+  16 before issue 11). The user step is not in the accepting trip: the box that trip reads
+  picks the session (its pool) that decides whether the turn starts at once.
 
 The user session is written only when it changed, so an echo turn writes none. On SQLite a
 new step takes the ORM's four statements in a transaction (15 and 15 in all; the ORM marks
@@ -101,8 +104,9 @@ async def test_an_engine_runtime_turn(engine_sock):
     with counting_statements() as statements, counting_trips() as trips:
         await one_turn(engine_sock, "second", 2)
     turn = turn_statements(statements)
-    assert len(turn) == expected(5, 15), f"{len(turn)}:\n" + "\n".join(turn)
-    assert trips.names == ["_accept_and_read", "user_step", "write_engine_step", "settle_sends"], trips.names
+    assert len(turn) == expected(4, 15), f"{len(turn)}:\n" + "\n".join(turn)
+    # The reply and the send's outcome are one write (one statement on PostgreSQL).
+    assert trips.names == ["_accept_and_read", "user_step", "write_reply_answering"], trips.names
 
 
 # --- resuming a thread -----------------------------------------------------------------------

@@ -8,8 +8,10 @@ calls (issue 22: 8.5% of the server's time under load). Steady state (the thread
 - hooks-API app (one ``Message.send()`` per message): 2: the send accepted with its turn
   claimed and its user step written (``hook_sends._accept_claiming``), then the reply written
   with the outcome and the claim's release (``turns._release``); 4 before issue 22 item 2.
-- engine runtime: 4: the send accepted with the thread's box read, the user step (which also
-  records the ``queued`` answer), the assistant step, the sends settled; 6 before.
+- engine runtime: 3: the send accepted with the thread's box read, the user step (which also
+  records the ``queued`` answer), the reply written with the sends' outcome (one statement,
+  ``services.write_answering_step``; the assistant step and the settle were two hops); 6
+  before issue 22.
 
 The counts are the same on SQLite and PostgreSQL (a call runs on one thread or on the pool,
 but it is one hop either way), and pinned exactly: a change in either direction updates them
@@ -35,4 +37,4 @@ async def test_an_engine_runtime_turn(engine_sock):  # noqa: F811 - the fixture
     await one_turn(engine_sock, "first", 1)
     with counting_thread_hops() as hops:
         await one_turn(engine_sock, "second", 2)
-    assert len(hops) == 4, f"{len(hops)}:\n" + "\n".join(hops.names)
+    assert len(hops) == 3, f"{len(hops)}:\n" + "\n".join(hops.names)

@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 
-def emit(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
+def emit(*messages: dict[str, Any]) -> None:
+    """Write ``messages`` as lines in one write: a reply and its turn's result reach the server
+    together, as one read, so it records them in one database trip (``ChatSession``)."""
+    sys.stdout.write("".join(json.dumps(message) + "\n" for message in messages))
     sys.stdout.flush()
 
 
@@ -143,8 +145,8 @@ def answer(
             }
         )
         return
-    emit({"type": "assistant", "message_id": message_id, "content": [{"type": "text", "text": reply}]})
     emit(
+        {"type": "assistant", "message_id": message_id, "content": [{"type": "text", "text": reply}]},
         {
             "type": "result",
             "subtype": "success",
@@ -152,7 +154,7 @@ def answer(
             "is_error": False,
             "result": reply,
             "num_turns": 1,
-        }
+        },
     )
 
 

@@ -3,9 +3,11 @@
 import asyncio
 import os
 import signal
-from typing import cast
+from collections.abc import AsyncIterator
+from typing import Any, cast
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from sessions_app.runtime.chat_session import ChatSession
 from sessions_app.runtime.engines.base import UserTurn
@@ -189,4 +191,71 @@ async def test_an_engine_reply_past_the_step_budget_streams_and_lands_cut_with_o
     user_step, reply = await transcript(thread)
     assert "[truncated" in user_step.output and "[truncated" in reply.output  # both cut at write
     assert len(reply.output.encode()) <= 140 and reply.metadata["truncated"] is True
+    await session.stop()
+
+
+class LateResultRun:
+    """A run whose turn's result comes ``delay`` seconds after its complete reply (an engine
+    that says nothing in between): the held reply must not wait for it."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.closed = asyncio.Event()
+        self._turns: asyncio.Queue[UserTurn | None] = asyncio.Queue()
+
+    async def send(self, turn: UserTurn) -> None:
+        await self._turns.put(turn)
+
+    async def messages(self) -> AsyncIterator[dict[str, Any]]:
+        while (turn := await self._turns.get()) is not None:
+            reply = f"late: {turn.text}"
+            yield {"type": "assistant", "message_id": "m1", "content": [{"type": "text", "text": reply}]}
+            await asyncio.sleep(self.delay)
+            yield {"type": "result", "subtype": "success", "is_error": False, "result": reply, "num_turns": 1}
+
+    async def interrupt(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        await self._turns.put(None)
+
+
+class LateResultEngine:
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def start(self, *, resume: str | None = None) -> LateResultRun:
+        return LateResultRun(self.delay)
+
+
+async def test_a_reply_whose_result_is_late_is_written_and_shown_before_it(make_thread, sink):
+    """The reply held for the turn's result (one write with the outcome) is written on its own
+    once ``REPLY_HOLD`` passes, shown once, and the outcome still lands after it."""
+    from sessions_app.runtime import chat_session
+    from threads_app.models import AcceptedMessage
+
+    thread = await make_thread()
+    session = ChatSession(
+        thread_id=thread.id, engine=LateResultEngine(delay=chat_session.REPLY_HOLD * 60), emit=sink
+    )
+    sent = await turn(thread, "hello")
+    assert await session.send(sent)
+    await wait_until(lambda: sink.named("new_message")[1:])  # the user step, then the reply
+    assert not sink.named("task_end"), sink.events  # shown while the result is still to come
+    steps = await transcript(thread)
+    assert [(s.type, s.output) for s in steps] == [
+        ("user_message", "hello"),
+        ("assistant_message", "late: hello"),
+    ]
+    await wait_until(lambda: sink.named("task_end"))
+    replies = [
+        m
+        for m in sink.named("new_message") + sink.named("update_message")
+        if m["type"] == "assistant_message"
+    ]
+    assert [m["output"] for m in replies] == ["late: hello"], sink.events
+    outcome = await sync_to_async(
+        lambda: AcceptedMessage.objects.values_list("outcome", flat=True).get(pk=sent.accepted_ids[0])
+    )()
+    assert outcome == "replied"
     await session.stop()

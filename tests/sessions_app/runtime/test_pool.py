@@ -86,7 +86,8 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
     # The box changed mid-turn (as the admin would): the same pool, reconfigured.
     assert pools_.for_box(thread.box_id, "echo", after) is pool
     assert await pool.chat_session(thread.id, emit=sink) is old  # not cut mid-turn
-    await wait_for(lambda: not old.is_busy())
+    # The turn's end (its reply is written with its outcome, after the phase flips to ready).
+    await wait_for(lambda: bool(sink.named("task_end")))
     assert [s.output for s in await transcript(thread)][-1] == "Echo #1: slow words in flight"
 
     new = await pool.chat_session(thread.id, emit=sink)
