@@ -4,8 +4,9 @@
 and the official Django, psycopg and Redis instrumentations; the rest of Tether opens its own
 spans through the functions below: the socket event that accepted a send (or an integration's
 request, Django's own span), the mailbox request that carried it to the thread's owner (its W3C
-``traceparent`` rides in the request), the turn and its reply, and a webhook attempt (the
-``traceparent`` rides in the task's arguments). With tracing off, ``start`` imports nothing of
+``traceparent`` rides in the request), the turn and its reply, and the webhook attempts of an
+integration turn's response, children of that turn (its ``traceparent`` rides in each
+attempt's stored task, retries' too). With tracing off, ``start`` imports nothing of
 OpenTelemetry and every function here returns at its first line (``None``, or one shared
 do-nothing context manager): a turn runs no OpenTelemetry code
 (``tests/chatproject/test_tracing.py`` pins that).
@@ -13,7 +14,9 @@ do-nothing context manager): a turn runs no OpenTelemetry code
 Roots: a span with no parent is kept when the sampler (``OTEL_TRACES_SAMPLER``, the standard's
 names; every trace by default) says so, unless it is a client call (a database or Redis call
 that belongs to no traced work: heartbeats, the mailbox's reads, the loops), so a trace is
-either a request, a socket event or a turn, never a stray query every second; a mailbox
+either a request, a socket event or a turn (one a recovery runs), or the webhook attempts
+of a response no turn made (a recovery's closing of a cut turn), never a stray query every
+second; a mailbox
 request or bus event sent from untraced work opens no span where it is served (``continued``)
 for the same reason. A span with a parent follows the parent's decision (the parent-based
 samplers), also when the parent is in another process: a forwarded turn is recorded whole or
@@ -133,6 +136,20 @@ def span(
     return tracer.start_as_current_span(name, attributes=attributes, kind=_kind(kind))
 
 
+def part(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Any]:
+    """``span``, in a trace only: a span of work that is part of something else (a turn's
+    reply) and starts no trace of its own when it runs outside one (a reply an action's
+    callback shows, where no send started a turn)."""
+    tracer = _state.tracer
+    if tracer is None:
+        return OFF
+    from opentelemetry.trace import get_current_span
+
+    if not get_current_span().get_span_context().is_valid:
+        return OFF
+    return tracer.start_as_current_span(name, attributes=attributes)
+
+
 def carrier() -> dict[str, str] | None:
     """The current span's context as W3C headers, to carry to another task or process."""
     if _state.tracer is None:
@@ -141,6 +158,19 @@ def carrier() -> dict[str, str] | None:
 
     headers: dict[str, str] = {}
     inject(headers)
+    return headers or None
+
+
+def carrier_of(span_: "Span | None") -> dict[str, str] | None:
+    """``span_``'s context as W3C headers, whether or not it is current (a turn's, for the
+    webhook attempts of its response); None when off."""
+    if span_ is None:
+        return None
+    from opentelemetry.propagate import inject
+    from opentelemetry.trace import set_span_in_context
+
+    headers: dict[str, str] = {}
+    inject(headers, context=set_span_in_context(span_))
     return headers or None
 
 

@@ -41,8 +41,9 @@ from opentelemetry.trace import SpanKind
 from chatproject import tracing
 from chatproject.tracing_export import SAMPLERS, configured_exporter
 from sessions_app import webhook_tasks
+from sessions_app.accepting import accept_send
 from sessions_app.mailbox import Mailbox, mailbox
-from sessions_app.runtime.integration_turns import accept_here
+from sessions_app.runtime.integration_turns import accept_here, recover
 from sessions_app.runtime.ownership import known_owners
 from sessions_app.task_worker import task_workers
 from tests.support.client import api_token, session_cookie
@@ -50,6 +51,7 @@ from tests.support.loopback import serving
 from tests.support.waiting import wait_until_async
 from tests.support.webhook_receiver import Receiver, hooked_box
 from tests.support.wire import InProcessSocket, in_process_socket
+from threads_app.models import AcceptedMessage, Thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -192,6 +194,28 @@ async def test_a_turn_is_one_trace_from_the_socket_event_to_the_reply(
         assert all(q.kind is SpanKind.CLIENT for q in queries)
 
 
+async def test_a_reply_of_a_hook_no_send_started_starts_no_trace(settings, make_user, app_env, exported):
+    """An action's callback is a hook with no turn (no send started it, no socket event span):
+    the reply it shows is written and shown with no span of its own, not as a one-span trace
+    of a ``reply`` with nothing above it (its database calls are dropped as stray)."""
+    settings.CHAT_APP = "tests.apps.asks_app"
+    cookie = await session_cookie(make_user())
+    async with in_process_socket(cookie) as sock:
+        await sock.connect_namespace()
+        buttons = {"message": {"id": str(uuid.uuid4()), "output": "buttons"}}
+        assert isinstance(await sock.call("client_message", buttons, ack_id=1), dict)
+        (red,) = await sock.event("action")
+        await sock.event("task_end")
+        await turn_ended(exported)
+        exported.clear()
+        assert (await sock.call("action_call", {"action": red}, ack_id=2))["success"], red
+        (shown,) = await sock.event("new_message")
+        assert shown["output"] == "Colour: red", shown
+        await asyncio.sleep(0.2)  # a span that would end after the event
+    spans = list(exported.get_finished_spans())
+    assert spans == [], listing(spans)
+
+
 async def test_the_redis_calls_of_a_send_are_in_its_trace(
     settings, make_user, app_env, exported, private_redis
 ):
@@ -250,7 +274,7 @@ async def attempts_for(*message_ids: str) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def integration_env(settings, app_env) -> None:
+def integration_env(settings, app_env, own_webhook_queue) -> None:
     settings.CHAT_APP = APPS["engine"]
     settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     settings.TASK_WORKER_THREADS = 0  # the tests run the attempt, as a worker runs it
@@ -338,12 +362,103 @@ async def test_an_integration_message_is_one_trace_from_the_request_to_the_webho
     assert replies and all(descends_from(r, turn, spans) for r in replies), evidence
     attempt = one(named(spans, "webhook attempt"), spans)
     assert attempt.kind is SpanKind.CONSUMER and descends_from(attempt, request, spans), evidence
+    assert attempt.parent is not None and attempt.parent.span_id == turn.context.span_id, evidence
     assert attempt.attributes is not None and attempt.attributes["tether.outcome"] == "delivered (attempt 1)"
     assert {s.context.trace_id for s in spans} == {request.context.trace_id}, evidence
     if connection.vendor == "postgresql":
         queries = [s for s in spans if s.instrumentation_scope and "psycopg" in s.instrumentation_scope.name]
         assert any(descends_from(q, turn, spans) for q in queries), evidence
         assert any(descends_from(q, attempt, spans) for q in queries), evidence
+
+
+async def run_attempts_of(message_id: str) -> list[str]:
+    """Run the queued attempts of the message's delivery as a worker would, each retry as
+    soon as it is queued (its delay not waited for); what each returned."""
+    run_attempt = sync_to_async(webhook_tasks.deliver_attempt.call)
+    results: list[str] = []
+    while True:
+        attempts = await attempts_for(message_id)
+        if len(attempts) == len(results):
+            return results
+        stored = attempts[len(results)]
+        try:
+            results.append(await run_attempt(*stored["args"], **stored["kwargs"]))
+        except (webhook_tasks.DeliveryFailed, webhook_tasks.DeliveryRefused) as ended:
+            results.append(repr(ended))
+
+
+async def test_a_webhook_retry_is_in_the_trace_of_the_turn_that_made_the_response(
+    make_user, integration_env, exported
+):
+    """A first attempt the receiver answers with a 503 queues the next one with the same
+    trace in its arguments: both attempts are children of the turn."""
+    http_app = get_asgi_application()
+    user = make_user()
+    token = await api_token(user)
+    hook = Receiver()
+    hook.statuses = [503]
+    async with serving(hook.handle) as port:
+        await hooked_box(user, f"http://127.0.0.1:{port}/hook")
+        message_id = await post_message(http_app, token, str(uuid.uuid4()), "hello")
+        await wait_until_async(lambda: attempts_for(message_id), timeout=30)
+        results = await run_attempts_of(message_id)
+        stored = await attempts_for(message_id)
+    assert results[-1] == "delivered (attempt 2)" and len(results) == 2, results
+    assert stored[0]["kwargs"] == stored[1]["kwargs"], stored  # the retry carries the same trace
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    turn = one(named(spans, "turn"), spans)
+    attempts = named(spans, "webhook attempt")
+    assert sorted(int(str(a.attributes["tether.attempt"])) for a in attempts if a.attributes) == [1, 2], (
+        evidence
+    )
+    assert all(a.parent is not None and a.parent.span_id == turn.context.span_id for a in attempts), evidence
+    outcomes = sorted(str(a.attributes["tether.outcome"]) for a in attempts if a.attributes)
+    assert outcomes[0] == "delivered (attempt 2)", evidence
+    assert outcomes[1].startswith("failed (HTTP 503); attempt 2 in "), evidence
+
+
+@sync_to_async
+def thread_of_box(box: Any) -> Thread:
+    return Thread.objects.filter(box=box).get()
+
+
+async def test_a_recovered_integration_send_is_one_trace_from_its_turn_to_its_webhook_attempt(
+    make_user, integration_env, exported
+):
+    """A send its owner accepted and died before answering is answered by a recovery pass,
+    which belongs to no trace: its turn is the trace's root, and the response's webhook
+    attempt its child, not a root of its own."""
+    http_app = get_asgi_application()
+    user = make_user()
+    token = await api_token(user)
+    hook = Receiver()
+    async with serving(hook.handle) as port:
+        box = await hooked_box(user, f"http://127.0.0.1:{port}/hook")
+        first = await post_message(http_app, token, str(uuid.uuid4()), "first")  # opens the thread
+        await wait_until_async(lambda: attempts_for(first), timeout=30)
+        thread = await thread_of_box(box)
+        # What the dead owner left: the send committed, no turn run for it.
+        acceptance = await accept_send(
+            thread=thread,
+            author=user,
+            message_id=uuid.uuid4(),
+            text="second",
+            source=AcceptedMessage.Source.INTEGRATION,
+        )
+        exported.clear()
+        assert await recover(box.id, [acceptance.record]) == 1
+        second = str(acceptance.record.client_id)
+        await wait_until_async(lambda: attempts_for(second), timeout=30)
+        assert await run_attempts_of(second) == ["delivered (attempt 1)"]
+    spans = list(exported.get_finished_spans())
+    evidence = listing(spans)
+    turn = one(named(spans, "turn"), spans)
+    assert turn.parent is None and turn.attributes is not None, evidence
+    assert turn.attributes["tether.sends"] == str(acceptance.record.pk), evidence
+    attempt = one(named(spans, "webhook attempt"), spans)
+    assert attempt.parent is not None and attempt.parent.span_id == turn.context.span_id, evidence
+    assert {s.context.trace_id for s in spans} == {turn.context.trace_id}, evidence
 
 
 # --- the mailbox carries the trace --------------------------------------------------------

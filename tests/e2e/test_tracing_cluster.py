@@ -13,7 +13,9 @@ told of the send (``chat-user-message``) in the sender's trace.
 Sampling: with a ratio sampler of 1 on one process and 0 on the other, a forwarded send
 follows its sender's decision in the owner: kept whole across both, or recorded nowhere, and
 no trace in either file is a half one (a span whose parent is missing, or a root that is not
-a request or a socket event).
+a request or a socket event). So does a hooks-API turn's reply on its way over the thread's
+bus to a tab on the other process: delivered there under the turn when the sender kept the
+trace, recorded by neither process when it dropped it.
 """
 
 import json
@@ -25,6 +27,7 @@ from asgiref.sync import sync_to_async
 
 from sessions_app.models import ServerProcess
 from tests.e2e.test_cluster import has_reply, move_to_the_other_process, socket_pid
+from tests.e2e.test_two_processes import tokens_of
 from tests.support.client import ChatClient, signed_in, user_cookie
 from tests.support.cluster import Cluster, start_cluster
 from tests.support.server import LiveServer
@@ -237,15 +240,16 @@ def ratio_sampler(ratio: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def sampling_cluster(server_factory, private_redis, fault_proxy, tmp_path):
-    """Engine processes with traces on, exporting to one file, A keeping every trace it starts
-    (ratio 1) and B none (ratio 0): which process a trace starts in decides it."""
+def sampling_cluster(request, server_factory, private_redis, fault_proxy, tmp_path):
+    """Processes with traces on, exporting to one file, A keeping every trace it starts
+    (ratio 1) and B none (ratio 0): which process a trace starts in decides it. The engine
+    runtime unless the test asks for another kind of app (``indirect`` parametrization)."""
     spans_file = tmp_path / "spans.jsonl"
     stage = start_cluster(
         server_factory,
         private_redis,
         fault_proxy,
-        "engine",
+        getattr(request, "param", "engine"),
         tmp_path,
         a_settings=ratio_sampler("1"),
         b_settings=ratio_sampler("0"),
@@ -284,17 +288,32 @@ async def forwarded_send(cluster: Cluster, user: Any, owner: LiveServer, sender:
     return str(first["threadId"])
 
 
+def every_span_after_both_exit(cluster: Cluster, spans_file: Path) -> list[dict[str, Any]]:
+    """Stop both processes and read the file: their span processors flush as they exit
+    (SIGTERM; no SIGKILL), so every span either recorded is in it."""
+    cluster.a.terminate(wait=False)
+    cluster.b.terminate(wait=False)
+    exits = [cluster.a.terminate(timeout=30), cluster.b.terminate(timeout=30)]
+    assert None not in exits, f"still running 30 s after SIGTERM: {exits}"
+    return read_spans(spans_file)
+
+
+def assert_no_half_traces(every: list[dict[str, Any]]) -> None:
+    """Every parent is in the file, and every trace starts at a request or a socket event."""
+    evidence = listing(every)
+    span_ids = {s["span_id"] for s in every}
+    orphans = [s for s in every if s["parent_id"] is not None and s["parent_id"] not in span_ids]
+    assert not orphans, f"{listing(orphans)}\n--- every span:\n{evidence}"
+    strays = [s for s in every if s["parent_id"] is None and not starts_a_trace(s)]
+    assert not strays, f"{listing(strays)}\n--- every span:\n{evidence}"
+
+
 async def test_a_forwarded_turn_follows_the_senders_sampling_decision(sampling_cluster, make_user):
     cluster, spans_file = sampling_cluster
     dropped_thread = await forwarded_send(cluster, make_user(), owner=cluster.a, sender=cluster.b)
     kept_thread = await forwarded_send(cluster, make_user(), owner=cluster.b, sender=cluster.a)
     a, b = cluster.a.process.pid, cluster.b.process.pid
-    # Their span processors flush as they exit (SIGTERM; no SIGKILL): every span is in the file.
-    cluster.a.terminate(wait=False)
-    cluster.b.terminate(wait=False)
-    exits = [cluster.a.terminate(timeout=30), cluster.b.terminate(timeout=30)]
-    assert None not in exits, f"still running 30 s after SIGTERM: {exits}"
-    every = read_spans(spans_file)
+    every = every_span_after_both_exit(cluster, spans_file)
     evidence = listing(every)
 
     def sends_of(thread: str) -> list[dict[str, Any]]:
@@ -321,9 +340,102 @@ async def test_a_forwarded_turn_follows_the_senders_sampling_decision(sampling_c
     assert len(dropped_turns) == 1 and dropped_turns[0]["parent_id"] == dropped_sends[0]["span_id"], evidence
     assert not [s for s in every if s["pid"] == a and s["name"] == "mailbox runtime.submit"], evidence
     assert not [s for s in every if s["pid"] == b and s["trace_id"] != kept["trace_id"]], evidence
-    # No half traces anywhere: every parent is in the file, and every trace starts at a
-    # request or a socket event.
-    span_ids = {s["span_id"] for s in every}
-    assert not [s for s in every if s["parent_id"] is not None and s["parent_id"] not in span_ids], evidence
-    strays = [s for s in every if s["parent_id"] is None and not starts_a_trace(s)]
-    assert not strays, f"{listing(strays)}\n--- every span:\n{evidence}"
+    assert_no_half_traces(every)
+
+
+STREAMED = ["t0 ", "t1 ", "t2 "]
+
+
+async def watched_turn(cluster: Cluster, user: Any, sender: LiveServer, watcher_on: LiveServer) -> str:
+    """A hooks-API thread a tab on ``sender`` runs (its first send there) and a second tab
+    shows from ``watcher_on``; the tab's second send streams its reply (``stream 3``), which
+    reaches the second tab over the thread's bus. The thread's id once the second tab has the
+    whole reply."""
+    tab = await signed_in(sender, user)
+    watcher = await signed_in(watcher_on, user)
+    try:
+        await tab.start()
+        first = await tab.send("first")
+        await tab.wait_text("echo: first", timeout=30)
+        await watcher.start(thread_id=first["threadId"])
+        await watcher.wait_text("welcome back", timeout=30)  # its on_chat_resume, on its process
+        await tab.send("stream 3")
+
+        def streamed(client: ChatClient) -> bool:
+            ids = {t["id"] for t in client.named("stream_token")}
+            return len(ids) == 1 and tokens_of(client, ids.pop()) == STREAMED
+
+        def finished(client: ChatClient) -> bool:
+            return streamed(client) and any(not m.get("streaming") for m in client.named("update_message"))
+
+        try:
+            await watcher.wait_for(finished, timeout=30)
+        except TimeoutError:
+            raise AssertionError(f"the reply did not reach the other tab: {watcher.events}") from None
+        await tab.wait_event("task_end", count=2, timeout=30)
+    finally:
+        await tab.disconnect()
+        await watcher.disconnect()
+    return str(first["threadId"])
+
+
+@pytest.mark.parametrize("sampling_cluster", ["hooks"], indirect=True)
+async def test_a_hooks_turns_bus_deliveries_follow_the_senders_sampling_decision(sampling_cluster, make_user):
+    """A hooks-API turn runs where its socket is; its reply crosses processes on the thread's
+    bus (``LiveSession._show``) to a second tab on the other process. Sent from A (ratio 1):
+    B records the deliveries in A's trace, under the turn, although B keeps nothing it starts
+    itself. Sent from B (ratio 0): A, keeping every trace it starts, records nothing of it."""
+    cluster, spans_file = sampling_cluster
+    kept_thread = await watched_turn(cluster, make_user(), sender=cluster.a, watcher_on=cluster.b)
+    dropped_thread = await watched_turn(cluster, make_user(), sender=cluster.b, watcher_on=cluster.a)
+    a, b = cluster.a.process.pid, cluster.b.process.pid
+    every = every_span_after_both_exit(cluster, spans_file)
+    evidence = listing(every)
+
+    def turns_of(thread: str) -> list[dict[str, Any]]:
+        return [s for s in every if s["name"] == "turn" and s["attributes"].get("tether.thread") == thread]
+
+    # Kept: A's two sends and turns; the second turn's streamed reply delivered on B under it.
+    kept_turns = turns_of(kept_thread)
+    assert len(kept_turns) == 2 and {t["pid"] for t in kept_turns} == {a}, evidence
+    streaming = max(kept_turns, key=lambda t: t["start"])
+    trace = [s for s in every if s["trace_id"] == streaming["trace_id"]]
+    evidence = listing(trace)
+    (send,) = [s for s in trace if s["parent_id"] is None]
+    assert send["name"] == "socket client_message" and send["pid"] == a, evidence
+    assert streaming["parent_id"] == send["span_id"], evidence
+    assert streaming["attributes"]["tether.outcome"] == "replied", evidence
+    there = [s for s in trace if s["name"] == "thread_bus deliver" and s["pid"] == b]
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    for delivery in there:
+        by_event.setdefault(delivery["attributes"]["tether.event"], []).append(delivery)
+    # The send's announcement hangs from the send; what the turn shows, from the turn (the
+    # tokens) or from its reply's span (the finished message, written with the release).
+    assert [d["parent_id"] for d in by_event.get("chat-user-message", [])] == [send["span_id"]], evidence
+    tokens = by_event.get("stream_token", [])
+    assert len(tokens) == len(STREAMED), evidence
+    assert all(d["parent_id"] == streaming["span_id"] for d in tokens + by_event.get("stream_start", [])), (
+        evidence
+    )
+    assert by_event.get("update_message") and all(
+        descends_from(d, streaming, trace) for d in by_event["update_message"]
+    ), evidence
+    assert {d["kind"] for d in there} == {"SERVER"}, evidence
+    # B recorded nothing but its part of A's traces: B's own sends, turns and deliveries of
+    # the dropped thread, and its on_chat_resume for the kept one, are nowhere.
+    a_traces = {s["trace_id"] for s in every if s["pid"] == a}
+    assert not [s for s in every if s["pid"] == b and s["trace_id"] not in a_traces], listing(every)
+    # Dropped: nothing of the thread B ran anywhere, though A (ratio 1) delivered its reply.
+    assert turns_of(dropped_thread) == [], listing(every)
+    dropped_sends = [
+        s
+        for s in every
+        if s["name"] == "socket client_message" and s["attributes"].get("tether.thread") == dropped_thread
+    ]
+    assert dropped_sends == [], listing(every)
+    kept_traces = {t["trace_id"] for t in kept_turns}
+    stray_deliveries = [
+        s for s in every if s["name"] == "thread_bus deliver" and s["trace_id"] not in kept_traces
+    ]
+    assert not stray_deliveries, f"{listing(stray_deliveries)}\n--- every span:\n{listing(every)}"
+    assert_no_half_traces(every)
