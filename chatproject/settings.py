@@ -38,6 +38,8 @@ def _env_list(name: str, default: str = "") -> list[str]:
 DJANGO_ENV = os.environ.get("DJANGO_ENV", "development").strip().lower()
 PRODUCTION = DJANGO_ENV == "production"
 DEBUG = _env_bool("DEBUG", False)
+# A server process freezes its startup heap out of the garbage collector (``chatproject.heap``).
+GC_FREEZE = _env_bool("GC_FREEZE", True)
 
 # The key comes from the environment, else from a private file outside the repository, which
 # the development profile creates on first use (chatproject.secret_key). Without DEBUG a

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-from chatproject import log_context
+from chatproject import heap, log_context
 from sessions_app import metrics_files
 from sessions_app.mailbox import mailbox
 from sessions_app.task_worker import task_workers
@@ -25,15 +25,16 @@ logger = logging.getLogger(__name__)
 
 async def start_process() -> None:
     """Start the mailbox (and the loops that start with it); a failure is logged, and the
-    next use of the mailbox tries again."""
+    next use of the mailbox tries again. Then freeze the loaded heap (``chatproject.heap``)."""
     await asyncio.to_thread(metrics_files.forget_dead_processes)
     try:
         address = await mailbox.channel()
     except Exception:
         logger.exception("the mailbox did not start; it starts on first use instead")
-        return
-    log_context.name_process(address)
-    task_workers.start(address)
+    else:
+        log_context.name_process(address)
+        task_workers.start(address)
+    heap.freeze_startup_heap()  # what is loaded by now lives as long as the process
 
 
 def start_soon(loop: asyncio.AbstractEventLoop) -> None:

@@ -1,5 +1,6 @@
 """What hooks see of their session: chat context, user session, and the persisted user session."""
 
+import importlib
 import logging
 import uuid
 from collections.abc import Iterator
@@ -91,6 +92,32 @@ def test_chat_context_remove_and_clear_by_id():
     context.clear()
     assert len(context) == 0
     assert context.get() == []
+
+
+def test_chat_context_load_makes_its_entries_at_the_first_read_only():
+    context = ChatContext()
+    calls: list[str] = []
+
+    def loaded() -> list[Message]:
+        calls.append("made")
+        return [message("first", seq=1), message("second", seq=2)]
+
+    context.load(loaded)
+    context.add(message("live, unsaved", type="assistant_message"))
+    assert calls == [], "a load made its entries before anything read the context"
+
+    assert [m.content for m in context.get()] == ["first", "second", "live, unsaved"]
+    assert len(context) == 3
+    assert calls == ["made"], f"the loaded entries were made {len(calls)} times"
+
+
+def test_chat_context_clear_forgets_a_load_not_made_yet():
+    context = ChatContext()
+    context.load(lambda: pytest.fail("a cleared load was made"))
+    context.clear()
+
+    assert context.get() == []
+    assert len(context) == 0
 
 
 # --- LiveSession fixtures -------------------------------------------------------------------
@@ -383,3 +410,32 @@ def test_the_kept_order_matches_a_full_sort_through_any_adds_and_removes():
         expected = sorted(messages, key=lambda m: (m.seq if m.seq is not None else float("inf"), order[m.id]))
         assert [m.id for m in context.get()] == [m.id for m in expected], step
         assert len(context) == len(messages)
+
+
+def test_a_reply_that_gets_its_seq_keeps_the_sorted_list(monkeypatch):
+    """A turn's reply is added before it is written (no seq) and again once written: it still
+    sorts last, so the kept list is updated in place, not sorted again on the next read (a
+    hook reading the context every turn would otherwise sort the whole conversation)."""
+    sorts: list[int] = []
+
+    def counted_sorted(entries: Any, **kwargs: Any) -> list[Any]:
+        entries = list(entries)
+        sorts.append(len(entries))
+        return sorted(entries, **kwargs)
+
+    # The module, not ``sessions_app.chat.context`` the attribute (the accessor of that name).
+    monkeypatch.setattr(
+        importlib.import_module("sessions_app.chat.context"), "sorted", counted_sorted, raising=False
+    )
+    context = ChatContext()
+    for seq in range(50):
+        message = Message(f"m{seq}")
+        message.seq = seq
+        context.add(message)
+    reply = Message("reply")
+    context.add(reply)
+    assert context.get()[-1] is reply
+    reply.seq = 50
+    context.add(reply)
+    assert [m.content for m in context.get()] == [f"m{seq}" for seq in range(50)] + ["reply"]
+    assert sorts == [], f"reads sorted the whole context again: {sorts}"
