@@ -2,7 +2,7 @@
 screen-reader names, Esc cancels, Enter saves), the conversation from that message on replaced
 by the new answer, another tab and a reload showing the edited state; desktop and phone, light
 and dark, each screen photographed and checked by axe-core (``test_page_screens.Screens``).
-An engine-runtime app, which refuses edits, offers no "Edit"."""
+An engine-runtime app edits as well where its engine can forget what followed the message."""
 
 import asyncio
 import re
@@ -13,6 +13,7 @@ from playwright.async_api import Browser, ViewportSize, expect
 
 from tests.e2e.test_page_screens import SHOTS, Screens
 from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, PHONE, TIMEOUT_MS, Chat
+from threads_app.models import Box
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -131,19 +132,47 @@ async def test_an_edit_in_french(browser: Browser, showcase_server: Any, make_us
         await context.close()
 
 
-async def test_an_engine_runtime_app_offers_no_edit(
+async def test_an_engine_chat_edits_a_message_and_offers_no_edit_where_its_engine_cannot_forget(
     browser: Browser, engine_app_server: Any, make_user: Any
 ) -> None:
+    """The echo engine forgets what followed the edited message (it counts from 1 again); a
+    box whose engine cannot forget (Claude Code) offers no "Edit"."""
     context = await browser.new_context(viewport=DESKTOP)
     context.set_default_timeout(TIMEOUT_MS)
     try:
         chat = Chat(await context.new_page(), engine_app_server.url)
-        await chat.sign_in(make_user())
+        user = make_user()
+        await chat.sign_in(user)
         await chat.send("hello")
+        await chat.wait_reply("Echo #1: hello")
+        await chat.send("world")
+        await chat.wait_reply("Echo #2: world")
+        first = chat.locator("#transcript > .msg-user").first
+        await first.get_by_role("button", name="Edit message").click()
+        editor = chat.page.get_by_role("textbox", name="Edit your message")
+        await editor.fill("hi")
+        await editor.press("Enter")
+        await chat.wait_reply("Echo #1: hi")
+        expected = [["user", "hi"], ["assistant", "Echo #1: hi"]]
+
+        async def echoed() -> list[list[str]]:
+            return [e for e in await chat.transcript() if e[0] == "user" or e[1].startswith("Echo")]
+
+        async def shows_the_edit() -> None:
+            for _ in range(100):
+                if await echoed() == expected:
+                    break
+                await asyncio.sleep(0.1)
+            assert await echoed() == expected, await chat.transcript()
+
+        await shows_the_edit()
+        await chat.reload()  # connected, and the history drawn once it arrives
+        await shows_the_edit()
+        await expect(chat.page.get_by_role("button", name="Edit message")).to_have_count(1)
+        await Box.objects.filter(owner=user).aupdate(engine=Box.Engine.CLAUDE)
+        await chat.reload()
         await expect(chat.locator("#transcript > .msg-user")).to_have_count(1)
-        await expect(chat.locator("#transcript > .msg-assistant:not([data-streaming])").last).to_contain_text(
-            "hello"
-        )
         await expect(chat.page.get_by_role("button", name="Edit message")).to_have_count(0)
+        assert chat.errors == [], chat.errors
     finally:
         await context.close()

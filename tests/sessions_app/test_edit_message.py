@@ -4,8 +4,10 @@ over a real daphne and python-socketio clients, for both kinds of app.
 Hooks-API apps: the message is rewritten, every later step of the thread goes (whichever tab
 wrote it), every tab is told (``delete_message`` / ``update_message`` on the thread's bus),
 ``on_message`` answers the edited text with a chat context that has forgotten the rest, and a
-reload shows the edited conversation. Engine-runtime apps refuse: their engine remembers the
-conversation itself and could not forget what followed.
+reload shows the edited conversation. Engine-runtime apps: where the thread runs, the message
+and what followed it leave the transcript, the engine forgets those turns (the echo engine counts
+again from there, the OpenAI-compatible one rebuilds its history from the cut transcript), and
+the message is answered again; an engine that cannot forget (Claude Code) refuses.
 """
 
 import asyncio
@@ -15,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from sessions_app.lifecycle import EDIT_REFUSED_FOR_ENGINES
+from sessions_app.runtime import chats
 from tests.support.client import signed_in
-from threads_app.models import Step
+from threads_app.models import Box, Step
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 
@@ -150,23 +152,122 @@ async def test_an_edit_waits_for_the_reply_in_progress(server, make_user):
     await client.disconnect()
 
 
-async def test_an_engine_runtime_app_refuses_an_edit_and_keeps_its_transcript(engine_server, make_user):
+async def replied(client: Any, text: str) -> None:
+    await client.wait_for(lambda c: text in c.replies(), 30)
+
+
+def engine_shown(tab: Any) -> list[tuple[str, str, str]]:
+    """What a tab of an engine chat was told, as (event, id, output) for the message events."""
+    return [
+        (name, data["id"], data.get("output", ""))
+        for name, data in tab.events
+        if name in ("new_message", "update_message", "delete_message")
+    ]
+
+
+async def test_an_engine_chat_edit_forgets_what_followed_in_every_tab_the_engine_too_and_after_a_reload(
+    engine_server, make_user
+):
+    """The echo engine counts a conversation's turns: the edited second message is answered
+    as turn 2 again (the engine forgot turns 2 and 3), once, and both tabs drop what followed."""
+    user = make_user()
+    sender = await signed_in(engine_server, user)
+    await sender.start()
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    thread_id = (await sender.send("one", ids[0]))["threadId"]
+    await replied(sender, "Echo #1: one")
+    await sender.send("two", ids[1])
+    await replied(sender, "Echo #2: two")
+    await sender.send("three", ids[2])
+    await replied(sender, "Echo #3: three")
+    other = await signed_in(engine_server, user)
+    await other.start(thread_id=thread_id)
+    await other.wait_event("resume_thread", timeout=30)
+    removed = [s.pk async for s in Step.objects.filter(thread_id=thread_id, seq__gte=3).order_by("seq")]
+    assert len(removed) == 4, removed  # two, its reply, three, its reply
+
+    sender.events.clear()
+    other.events.clear()
+    edited = await sender.call("edit_message", {"message": {"id": ids[1], "output": "deux"}})
+    assert edited == {"threadId": thread_id, "messageId": ids[1]}, edited
+    for tab in (sender, other):
+        await replied(tab, "Echo #2: deux")
+    await asyncio.sleep(0.5)  # a second answer would have come by now
+    for tab in (sender, other):
+        shown = engine_shown(tab)
+        deleted = [i for name, i, _ in shown if name == "delete_message"]
+        # User steps are deleted under the ids their clients chose, replies by their own.
+        assert deleted == [ids[1], str(removed[1]), ids[2], str(removed[3])], shown
+        first_new = next(n for n, (name, *_) in enumerate(shown) if name == "new_message")
+        assert all(name == "delete_message" for name, *_ in shown[:first_new]), shown
+        assert ("new_message", ids[1], "deux") in shown, shown
+        assert [r for r in tab.replies() if r.startswith("Echo")] == ["Echo #2: deux"], shown
+    after = ["one", "Echo #1: one", "deux", "Echo #2: deux"]
+    assert await outputs(thread_id) == after
+    assert await resumed_outputs(engine_server, user, thread_id) == after
+    # The conversation goes on from the edit: the engine counts on from turn 2.
+    await sender.send("four")
+    await replied(sender, "Echo #3: four")
+    await sender.disconnect()
+    await other.disconnect()
+
+
+async def test_an_engine_chat_refuses_an_edit_while_a_turn_runs_and_for_an_engine_that_cannot_forget(
+    engine_server, make_user
+):
     user = make_user()
     client = await signed_in(engine_server, user)
     await client.start()
     first = str(uuid.uuid4())
     thread_id = (await client.send("hello", first))["threadId"]
-    await client.wait_for(lambda c: any("hello" in r for r in c.replies()), 30)
+    await replied(client, "Echo #1: hello")
+    await client.send("!slow 0.3\na reply that takes a while")
+    await client.wait_event("stream_start", timeout=30)
+    busy = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
+    assert busy == {"error": chats.EDIT_WAITS_FOR_TURN}, busy
+    await replied(client, "Echo #2: a reply that takes a while")
     before = await outputs(thread_id)
+    # Claude Code keeps its own session of the conversation, which cannot be cut.
+    await Box.objects.filter(threads__pk=thread_id).aupdate(engine="claude")
     refused = await client.call("edit_message", {"message": {"id": first, "output": "edited"}})
-    assert refused == {"error": EDIT_REFUSED_FOR_ENGINES}, refused
+    assert refused == {"error": chats.EDIT_REFUSED_BY_ENGINE}, refused
     # Chainlit's client asks for no ack: it is told with a toast.
     await client.emit("edit_message", {"message": {"id": first, "output": "edited"}})
     (toast,) = await client.wait_event("toast", timeout=30)
-    assert toast == {"message": EDIT_REFUSED_FOR_ENGINES, "type": "error"}, toast
+    assert toast == {"message": chats.EDIT_REFUSED_BY_ENGINE, "type": "error"}, toast
     assert await outputs(thread_id) == before
     assert not client.named("delete_message"), client.named("delete_message")
-    assert await resumed_outputs(engine_server, user, thread_id) == before
+    missing = await client.call("edit_message", {"message": {"id": str(uuid.uuid4()), "output": "x"}})
+    assert missing == {"error": "no user message with this id in the thread"}, missing
+    await client.disconnect()
+
+
+async def test_an_openai_engine_chat_answers_an_edit_from_the_history_before_the_message(
+    engine_server, make_user, fake
+):
+    """The OpenAI-compatible engine rebuilds its history from the transcript: the request that
+    answers the edit holds the turns before the edited message and the new text, nothing else."""
+    user = make_user()
+    client = await signed_in(engine_server, user)
+    await client.start()
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    thread_id = (await client.send("warm up", str(uuid.uuid4())))["threadId"]
+    await replied(client, "Echo #1: warm up")
+    options = {"base_url": fake.url, "api_key": "test-key", "model": "model-a", "max_retries": 0}
+    await Box.objects.filter(threads__pk=thread_id).aupdate(engine="openai", engine_options=options)
+    await client.send("alpha", first)
+    await replied(client, "You said: alpha")
+    await client.send("beta", second)
+    await replied(client, "You said: beta")
+    assert "error" not in await client.call("edit_message", {"message": {"id": first, "output": "gamma"}})
+    await replied(client, "You said: gamma")
+    history = [(m["role"], m["content"]) for m in fake.requests[-1]["messages"]]
+    assert history == [
+        ("user", "warm up"),
+        ("assistant", "Echo #1: warm up"),
+        ("user", "gamma"),
+    ], fake.requests
+    assert await outputs(thread_id) == ["warm up", "Echo #1: warm up", "gamma", "You said: gamma"]
     await client.disconnect()
 
 
