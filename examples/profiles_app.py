@@ -4,11 +4,15 @@ Run it with ``CHAT_APP=examples.profiles_app make run``.
 
 - ``set_chat_profiles`` offers two profiles: "Echo" (the default) repeats a message, "Reverse"
   spells it backwards. The page shows a picker before the first message; the chosen profile
-  is kept with the thread and every hook reads it as ``chat.user_session.get("chat_profile")``;
+  is kept with the thread and every hook reads it as ``chat.user_session.get("chat_profile")``.
+  "Reverse" has an icon: a path on this server (the page loads images from no other origin),
+  here Tether's own favicon;
 - ``set_starters`` offers the app's starters, shown as buttons on an empty chat; "Reverse"
   has its own, which replace them while it is chosen;
 - ``on_chat_start``, ``on_message`` and ``on_chat_resume`` answer according to the profile.
 """
+
+from typing import Any
 
 from django.contrib.auth.models import User
 
@@ -37,6 +41,7 @@ async def profiles(user: User) -> list[chat.ChatProfile]:
         chat.ChatProfile(
             name=REVERSE,
             markdown_description="Says it **backwards**.",
+            icon="/static/tether/favicon.svg",
             starters=[
                 chat.Starter(label="Reverse a word", message="stressed"),
                 chat.Starter(label="Reverse a palindrome", message="racecar"),
@@ -63,5 +68,5 @@ async def reply(message: chat.Message) -> None:
 
 
 @chat.on_chat_resume
-async def welcome_back(thread: dict) -> None:
+async def welcome_back(thread: dict[str, Any]) -> None:
     await chat.Message(f"Welcome back. Still the {chat.user_session.get('chat_profile')} profile.").send()

@@ -3,7 +3,7 @@
 axe-core (vendored in ``tests/e2e/vendor/axe-core``, never served by Tether) is evaluated in the
 page through Playwright, which the page's Content-Security-Policy does not apply to. The page
 runs ``examples.showcase_app``, the example app that uses every part of the hooks API; the test
-brings each on screen (starters and the profile picker on the empty chat; then steps opened,
+brings each on screen (starters and the profile picker, closed and open, on the empty chat; then steps opened,
 code, an action button and feedback; math and every kind of element with the side panel open;
 the chat settings dialog; a question with choices), and axe's default rules (WCAG 2.x A and
 AA, and its best practices) must find nothing, in the light and the dark theme.
@@ -61,10 +61,19 @@ async def test_axe_finds_nothing_on_the_chat_page_with_every_feature_in_both_the
         chat = Chat(await context.new_page(), showcase_server.url)
         await chat.sign_in(make_user())
 
-        # The empty chat: starters and the profile picker.
+        # The empty chat: starters and the profile picker, closed and open (the theme is set
+        # first: the account menu would close the profile list).
         await expect(chat.locator("#starters button").first).to_be_visible()
         await expect(chat.locator("#chat-profile")).to_be_visible()
         await check_both_themes(chat, "empty-chat")
+        for theme in ("light", "dark"):
+            await set_theme(chat, theme)
+            await chat.locator("#chat-profile").click()
+            await expect(chat.page.get_by_role("listbox", name="Profile")).to_be_visible()
+            await chat.shot(f"axe-profile-menu-{theme}")
+            assert await axe_violations(chat) == [], f"axe on the open profile menu, {theme} theme"
+            await chat.page.keyboard.press("Escape")
+            await expect(chat.page.get_by_role("listbox", name="Profile")).to_be_hidden()
 
         # A conversation: steps (opened, one nested), a reply with code (highlighted, Copy
         # buttons), an action button and feedback thumbs.

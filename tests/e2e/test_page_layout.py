@@ -5,8 +5,10 @@ showcase app (``examples.showcase_app``): measured in the page, not eyeballed.
   the user is at the bottom; reopening the thread lands at its end; while the user reads back,
   the view stays put and a "jump to latest" button takes them to the end.
 - An ask's question stays visible while its panel is open, and the panel says what it asks.
-- At 390 px wide nothing is wider than the viewport (the plot fits its card), and the message
-  list does not scroll sideways.
+- At 390 px wide nothing is wider than the viewport (the plot fits its card, the profile menu
+  fits), and the message list does not scroll sideways.
+- On a phone the composer stays one row while a file ask is open, also when the user typed
+  while the turn ran (Stop shown, a narrow message box) and the ask then hid Stop.
 
 Screenshots go under ``test-artifacts/screenshots/`` (``Chat.shot``).
 """
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, ViewportSize, expect
 
-from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, PHONE, THREAD_URL, TIMEOUT_MS, Chat
+from tests.e2e.test_web_ui import DESKTOP, PAGE_PROBES, PHONE, THREAD_URL, TIMEOUT_MS, Chat, eventually
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -141,11 +143,94 @@ async def test_an_asks_question_stays_visible_while_its_panel_is_open(open_chat:
     await chat.assert_clean()
 
 
+# The composer's visible parts (its buttons and the message box): their vertical boxes.
+COMPOSER_PARTS = """() => [...document.querySelectorAll("#composer .composer-row > *")]
+  .filter((node) => node.getClientRects().length && !node.classList.contains("visually-hidden"))
+  .map((node) => {
+    const box = node.getBoundingClientRect();
+    return { part: node.id || node.className, top: Math.round(box.top), height: Math.round(box.height) };
+  })"""
+
+
+async def assert_composer_one_row(chat: Chat, what: str) -> None:
+    """The composer's parts sit on one line: none taller than a line of text and the buttons,
+    their middles level (the message box two lines tall puts the buttons at its foot)."""
+    parts = await chat.page.evaluate(COMPOSER_PARTS)
+    middles = [part["top"] + part["height"] / 2 for part in parts]
+    tallest = max(part["height"] for part in parts)
+    assert tallest <= 44 and max(middles) - min(middles) <= 4, f"{what}: the composer is not one row: {parts}"
+
+
+ASK_FRAME = re.compile(r'42\d*\["ask",')  # Socket.IO's EVENT packet (with an ack id) of an ask
+
+
+async def test_the_phone_composer_stays_one_row_while_a_file_ask_is_open(
+    open_chat: Any, make_user: Any
+) -> None:
+    """The user types while the turn runs (Stop shown: a narrow message box), then the file
+    ask pauses the turn (Stop hidden): the composer is one row, the box empty or not."""
+    chat = await open_chat(PHONE)
+    page = chat.page
+    box = chat.locator("#message-input")
+    # The ask and what follows it (the turn's pause) are held back while the user types.
+    held: list[str | bytes] = []
+    sockets: list[Any] = []
+    holding = True
+
+    def route(ws: Any) -> None:
+        sockets.append(ws)
+        server = ws.connect_to_server()
+
+        def from_server(message: str | bytes) -> None:
+            if holding and (held or ASK_FRAME.match(str(message))):
+                held.append(message)
+            else:
+                ws.send(message)
+
+        server.on_message(from_server)
+
+    await page.route_web_socket(re.compile(r"/ws/socket\.io/"), route)
+    await chat.sign_in(make_user())
+    await chat.send("upload")
+
+    async def ask_held() -> bool:
+        return bool(held)
+
+    await eventually(ask_held, True)
+    await expect(chat.locator("#stop")).to_be_visible()
+    await expect(chat.locator("#ask-panel")).to_be_hidden()
+    await box.press_sequentially("x")
+    await box.press("Backspace")
+    await assert_composer_one_row(chat, "emptied while Stop shows")
+    await box.press_sequentially("A photo of my cat")
+    narrow = await box.evaluate("node => node.getBoundingClientRect().height")
+    assert narrow > 44, f"the text fits one line of the narrow box ({narrow} px): the test shows nothing"
+
+    holding = False
+    for message in held:
+        sockets[-1].send(message)
+    await expect(chat.locator("#ask-panel")).to_be_visible()
+    await expect(chat.locator("#stop")).to_be_hidden()
+    await page.wait_for_timeout(100)  # a frame for the box to follow its new width
+    await assert_composer_one_row(chat, "with text, the ask open")
+    await box.fill("")
+    await assert_composer_one_row(chat, "empty, the ask open")
+    await chat.shot("layout-ask-file-phone-composer")
+    await chat.assert_clean()
+
+
 @pytest.mark.parametrize("theme", ["light", "dark"])
 async def test_nothing_is_wider_than_a_phone(open_chat: Any, make_user: Any, theme: str) -> None:
     chat = await open_chat(PHONE)
     await chat.page.emulate_media(color_scheme=theme)
     await chat.sign_in(make_user())
+    # The first screen's profile menu, open, fits too.
+    await chat.locator("#chat-profile").click()
+    await expect(chat.page.get_by_role("listbox", name="Profile")).to_be_visible()
+    found = await chat.page.evaluate(TOO_WIDE)
+    await chat.shot(f"layout-profile-menu-phone-{theme}")
+    assert found["wide"] == [], f"with the profile menu open: {found['wide']}"
+    await chat.page.keyboard.press("Escape")
     await chat.send("report")
     await report_drawn(chat)
     found = await chat.page.evaluate(TOO_WIDE)

@@ -69,21 +69,41 @@ async def connect_profiles(chat: Chat) -> list[str]:
     return profiles
 
 
+def profile_button(chat: Chat) -> Any:
+    """The picker's button: named by the bar's label and the profile it shows."""
+    return chat.page.get_by_role("button", name=re.compile(r"^Profile "))
+
+
+def profile_list(chat: Chat) -> Any:
+    return chat.page.get_by_role("listbox", name="Profile")
+
+
+async def option_labels(chat: Chat) -> list[str]:
+    """The options' names, in order, and which one is chosen (``*``)."""
+    labels: list[str] = await chat.page.eval_on_selector_all(
+        "#chat-profile-menu [role=option]",
+        "nodes => nodes.map(node => node.querySelector('.profile-option-label').textContent"
+        " + (node.getAttribute('aria-selected') === 'true' ? '*' : ''))",
+    )
+    return labels
+
+
 async def test_pick_a_profile_click_a_starter_get_its_answer_and_keep_the_profile_after_a_reload(
     open_profiles_chat: Any, make_user: Any
 ) -> None:
     chat = await open_profiles_chat()
     await chat.sign_in(make_user())
     page = chat.page
-    picker = page.get_by_role("combobox", name="Profile")
+    picker = profile_button(chat)
 
     # Before the first message: the picker (default preselected, with its description) and
     # the app's starters, below the greeting of the default profile.
     await expect(chat.locator(".msg-assistant .msg-body")).to_have_text(ECHO_GREETING)
     await expect(picker).to_be_visible()
-    await expect(picker).to_have_value("Echo")
+    await expect(picker).to_have_accessible_name("Profile Echo")
+    await expect(picker).to_have_attribute("aria-expanded", "false")
     await expect(chat.locator("#chat-profile-description")).to_have_text("Repeats what you say.")
-    assert await picker.locator("option").all_inner_texts() == ["Echo", "Reverse"]
+    assert await option_labels(chat) == ["Echo*", "Reverse"]
     await expect(starter(chat, "Say hello")).to_be_visible()
     assert await starter_labels(chat) == ["Say hello", "Ask the time"]
 
@@ -91,8 +111,18 @@ async def test_pick_a_profile_click_a_starter_get_its_answer_and_keep_the_profil
     # with it (a new session: the greeting of the new profile only) and its own starters.
     await picker.focus()
     await expect(picker).to_be_focused()
-    await picker.select_option("Reverse")
+    await page.keyboard.press("ArrowDown")
+    await expect(profile_list(chat)).to_be_visible()
+    await expect(picker).to_have_attribute("aria-expanded", "true")
+    await expect(profile_list(chat).get_by_role("option", name="Echo")).to_be_focused()
+    await page.keyboard.press("ArrowDown")
+    await expect(profile_list(chat).get_by_role("option", name="Reverse")).to_be_focused()
+    await page.keyboard.press("Enter")
+    await expect(profile_list(chat)).to_be_hidden()
+    await expect(picker).to_be_focused()
     await expect(chat.locator("#transcript .msg-body")).to_have_text([REVERSE_GREETING])
+    await expect(picker).to_have_accessible_name("Profile Reverse")
+    assert await option_labels(chat) == ["Echo", "Reverse*"]
     await expect(starter(chat, "Reverse a word")).to_be_visible()
     assert await starter_labels(chat) == ["Reverse a word", "Reverse a palindrome"]
     await expect(chat.locator("#chat-profile-description strong")).to_have_text("backwards")
@@ -125,7 +155,74 @@ async def test_pick_a_profile_click_a_starter_get_its_answer_and_keep_the_profil
     # A new chat starts with the profile last chosen.
     await chat.new_chat()
     await expect(chat.locator(".msg-assistant .msg-body")).to_have_text(REVERSE_GREETING)
-    await expect(picker).to_have_value("Reverse")
+    await expect(picker).to_have_accessible_name("Profile Reverse")
+    await chat.assert_clean()
+
+
+async def test_the_profile_menu_by_click_and_keyboard_reaches_the_server_and_closes_without_choosing(
+    open_profiles_chat: Any, make_user: Any
+) -> None:
+    """The styled menu does what the native select did: each choice is a new session whose
+    CONNECT carries the profile and whose ``on_chat_start`` greets with it; Esc, Tab and a
+    click elsewhere close the list, choose nothing and leave the focus where it was."""
+    chat = await open_profiles_chat()
+    await chat.sign_in(make_user())
+    page = chat.page
+    picker = profile_button(chat)
+    listbox = profile_list(chat)
+    await expect(chat.locator(".msg-assistant .msg-body")).to_have_text(ECHO_GREETING)
+    connects = len(await connect_profiles(chat))
+
+    # By click: the list opens under the button, each profile with its description and icon.
+    await picker.click()
+    await expect(listbox).to_be_visible()
+    reverse = listbox.get_by_role("option", name="Reverse")
+    await expect(reverse).to_have_accessible_name("Reverse Says it backwards.")
+    await expect(reverse.locator("img.profile-icon")).to_have_attribute("src", "/static/tether/favicon.svg")
+    await chat.shot("33-profile-menu-open")
+    await reverse.click()
+    await expect(listbox).to_be_hidden()
+    await expect(picker).to_be_focused()
+    await expect(chat.locator("#transcript .msg-body")).to_have_text([REVERSE_GREETING])
+    assert (await connect_profiles(chat))[connects:] == ["Reverse"]
+    # The button shows the chosen profile's icon, loaded from this server.
+    icon = picker.locator("img.profile-icon")
+    await expect(icon).to_be_visible()
+    assert await icon.evaluate("image => image.complete && image.naturalWidth > 0")
+
+    # Closing without choosing: Esc (the focus back on the button), Tab, a click elsewhere.
+    await page.keyboard.press("Enter")
+    await expect(listbox.get_by_role("option", name="Reverse")).to_be_focused()
+    await page.keyboard.press("ArrowUp")
+    await expect(listbox.get_by_role("option", name="Echo")).to_be_focused()
+    await page.keyboard.press("Escape")
+    await expect(listbox).to_be_hidden()
+    await expect(picker).to_be_focused()
+    await expect(picker).to_have_attribute("aria-expanded", "false")
+    await page.keyboard.press("ArrowUp")
+    await expect(listbox).to_be_visible()
+    await page.keyboard.press("Tab")
+    await expect(listbox).to_be_hidden()
+    await expect(picker).to_be_focused()
+    await picker.click()
+    await expect(listbox).to_be_visible()
+    await chat.locator("#message-input").click()
+    await expect(listbox).to_be_hidden()
+    assert (await connect_profiles(chat))[connects:] == ["Reverse"]
+    await expect(picker).to_have_accessible_name("Profile Reverse")
+
+    # By keyboard, back to the default: Home, then Space chooses; the server greets with it.
+    await picker.focus()
+    await page.keyboard.press("Space")
+    await expect(listbox.get_by_role("option", name="Reverse")).to_be_focused()
+    await page.keyboard.press("Home")
+    await page.keyboard.press("Space")
+    await expect(picker).to_be_focused()
+    await expect(chat.locator("#transcript .msg-body")).to_have_text([ECHO_GREETING])
+    assert (await connect_profiles(chat))[connects:] == ["Reverse", "Echo"]
+    await chat.send("hello")
+    await chat.wait_reply("Echo: hello")
+    await expect(chat.locator("#chat-profile-current")).to_have_text("Echo")
     await chat.assert_clean()
 
 

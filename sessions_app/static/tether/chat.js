@@ -55,7 +55,9 @@ const dom = {
   backdrop: $("#backdrop"),
   feedbackDialog: $("#feedback-dialog"),
   profileBar: $("#profile-bar"),
-  profileSelect: $("#chat-profile"),
+  profileButton: $("#chat-profile"),
+  profileValue: $("#chat-profile-value"),
+  profileMenu: $("#chat-profile-menu"),
   profileCurrent: $("#chat-profile-current"),
   profileDescription: $("#chat-profile-description"),
   starters: $("#starters"),
@@ -722,10 +724,25 @@ async function newChat() {
 
 // --- the composer ---------------------------------------------------------------------------
 
+/** The message box grows with its text, up to 240 px. Empty, it is one line, however its
+ * placeholder wraps: a box sized while narrow (Stop shown) would stay two lines tall. */
 function autosize() {
+  if (!dom.input.value) {
+    dom.input.style.height = "";
+    return;
+  }
   dom.input.style.height = "auto";
   dom.input.style.height = `${Math.min(dom.input.scrollHeight, 240)}px`;
 }
+
+// Its width changes when Stop shows or hides (an ask pauses the turn), when the settings button
+// comes, when a phone turns: the same text may need fewer or more lines.
+let inputWidth = 0;
+new ResizeObserver(([entry]) => {
+  if (entry.contentRect.width === inputWidth) return;
+  inputWidth = entry.contentRect.width;
+  autosize();
+}).observe(dom.input);
 
 /** Whether the server takes this file (its check, by content, is the one that counts). */
 function acceptable(file) {
@@ -833,7 +850,9 @@ document.addEventListener("tether:renamed", (event) => setTitle(event.detail?.na
 const chatStart = new ChatStart(
   {
     bar: dom.profileBar,
-    select: dom.profileSelect,
+    button: dom.profileButton,
+    value: dom.profileValue,
+    list: dom.profileMenu,
     current: dom.profileCurrent,
     description: dom.profileDescription,
     starters: dom.starters,

@@ -93,6 +93,7 @@ const ICONS = {
   thumb: "M7 11v9H4v-9h3zM7 11l3.5-7c1.4 0 2.6 1.1 2.2 2.8L12 10h5.6a2 2 0 012 2.3l-1.2 6A2 2 0 0116.4 20H7",
   download: "M12 4v11M7 10l5 5 5-5M5 20h14",
   panel: "M4 5h16v14H4zM14 5v14",
+  check: "M5 12l5 5 9-10",
 };
 
 export function icon(name) {
