@@ -48,7 +48,7 @@ from threads_app import services as thread_services
 from threads_app.fencing import Fence, Fenced
 from threads_app.models import AcceptedMessage, Thread
 from threads_app.models import Step as ThreadStep
-from threads_app.selectors import context_step_dicts
+from threads_app.selectors import context_step_dicts, newest_within_context
 from threads_app.wire import client_id_of, live_user_step, step_fields
 
 logger = logging.getLogger(__name__)
@@ -56,6 +56,13 @@ logger = logging.getLogger(__name__)
 # Clicks of one session waiting for their turn, at most: a burst within the click budget
 # queues no more callbacks (each a task holding its arguments) than this.
 MAX_WAITING_CLICKS = 4
+
+# How long a stopped (or failed) turn waits, at most, for the step changes of it already
+# running outside its task (a LangChain handler's, handed to the loop from an app thread)
+# before it closes its open steps: a change in the middle of its database write would land
+# after the close, reopening or overwriting a closed step (or leaving one open). Bounded so
+# that a write that hangs cannot hold the stop up; ``wait_current`` gives the turn 5 s.
+TURN_WORK_GRACE = 2.0
 
 
 # Events that show something of a turn's answer: the first one is its "first token".
@@ -130,6 +137,13 @@ class LiveSession:
         self._save_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.current_task: asyncio.Task[Any] | None = None
+        # Tasks doing the running turn's step changes outside its task (``add_turn_work``).
+        self._turn_work: set[asyncio.Task[Any]] = set()
+        # The running turn's cancellation has reached it (its hook is gone): ``wait_current``
+        # stops cancelling it again, which would cut its closing of the steps short.
+        self._cancel_landed = False
+        # The turn whose hook is over (stopped or failed) and which is closing its steps.
+        self._closing_turn: asyncio.Task[Any] | None = None
         self.stopping = False
         # The process is shutting down: a hook cancelled now ends with an error, not "stopped".
         self.shutting_down = False
@@ -196,9 +210,12 @@ class LiveSession:
         if metadata.get("chat_settings_inputs"):
             self.chat_settings_inputs = declared_inputs(metadata)
 
-    def load_context(self, steps: list[dict[str, Any]]) -> None:
-        for step in steps:
-            self.chat_context.add(entry_of(step))
+    def load_context(self, steps: list[dict[str, Any]], *, newest: bool = False) -> None:
+        """The chat context is ``steps`` (with ``newest``, their newest within
+        ``CHAT_CONTEXT_MAX_BYTES``); their entries are made when it is first used (from a
+        copy of the list: a hook given it may change it meanwhile)."""
+        kept = list(steps)
+        self.chat_context.load(lambda: map(entry_of, newest_within_context(kept) if newest else kept))
         self._context_loaded = True
 
     def reload_context(self) -> None:
@@ -331,9 +348,45 @@ class LiveSession:
         """A hook started streaming ``message`` (its text so far is on the user's screen)."""
         self._open_streams[message.id] = message
 
+    def add_turn_work(self, task: "asyncio.Task[Any]") -> None:
+        """``task`` makes a step change of the running turn outside the turn's own task (a
+        LangChain handler's change, handed to the loop from another thread): a turn that is
+        stopped or fails lets it land before it closes its open steps (``_finish_turn_work``).
+        A done task leaves the set; one that failed is logged."""
+        self._turn_work.add(task)
+        task.add_done_callback(self._turn_work_done)
+
+    def _turn_work_done(self, task: "asyncio.Task[Any]") -> None:
+        self._turn_work.discard(task)
+        if not task.cancelled() and (failure := task.exception()) is not None:
+            logger.error("a step change of session %s failed", self.id, exc_info=failure)
+
+    def closing(self, turn: "asyncio.Task[Any]") -> bool:
+        """``turn``'s hook is over (stopped, or failed) and the turn is closing its steps: a
+        step change of it that has not started would land after they are closed."""
+        return self._closing_turn is turn
+
+    async def _finish_turn_work(self) -> None:
+        """Wait for the step changes running outside the turn's task, ``TURN_WORK_GRACE`` at
+        most (``asyncio.wait``: cancelling the turn meanwhile cancels none of them)."""
+        if not self._turn_work:
+            return
+        _done, running = await asyncio.wait(set(self._turn_work), timeout=TURN_WORK_GRACE)
+        if running:
+            logger.warning(
+                "%d step change(s) of session %s still running after %ss; the turn's steps are closed without them",
+                len(running),
+                self.id,
+                TURN_WORK_GRACE,
+            )
+
     async def _keep_open_streams(self, *, interrupted: bool) -> None:
         """Transcribe what was streamed of messages the hook never finished, and show them as
-        final (a stop marks them interrupted); an open step among them ends now, with its hook."""
+        final (a stop marks them interrupted); an open step among them ends now, with its hook.
+        The step changes of the turn already running elsewhere land first (``_finish_turn_work``):
+        a step one of them opens is closed too, and none reopens a step closed here."""
+        self._closing_turn = asyncio.current_task()
+        await self._finish_turn_work()
         streams, self._open_streams = self._open_streams, {}
         for message in streams.values():
             if interrupted:
@@ -579,6 +632,8 @@ class LiveSession:
                     self._lose(claim, claim.prelude_result)
                     raise _TurnLost
                 self.current_task = asyncio.current_task()
+                self._cancel_landed = False
+                self._closing_turn = None
                 self.stopping = False
                 current_session.set(self)
                 if with_task:
@@ -593,6 +648,7 @@ class LiveSession:
                     await self.ensure_context()
                     await hook(*args)
                 except asyncio.CancelledError:
+                    self._cancel_landed = True
                     logger.info("hook %s of session %s was cancelled", name, self.id)
                     if self.shutting_down:
                         outcome = AcceptedMessage.Outcome.ERROR
@@ -625,7 +681,7 @@ class LiveSession:
             if claim.lost:
                 return  # taken over: the new owner shows what it answers
             if reply is not None:
-                with tracing.span("reply"):
+                with tracing.part("reply"):
                     await self._after_release(reply, claim.last_written)
             # Counted before task_end goes out: whoever hears it finds the turn counted.
             if running:
@@ -698,7 +754,8 @@ class LiveSession:
     async def wait_current(self, timeout: float = 5.0) -> None:
         """Wait for the cancelled hook to end. A cancellation that lands while the hook waits
         on a database call is swallowed by ``sync_to_async`` (it lets the call finish), so it
-        is repeated until the hook is gone."""
+        is repeated until it reaches the turn (``_cancel_landed``), and no more: the turn then
+        closes its steps, waiting for its step changes, which another cancel would cut short."""
         task = self.current_task
         if task is None:
             return
@@ -706,7 +763,7 @@ class LiveSession:
         deadline = loop.time() + timeout
         while not task.done() and loop.time() < deadline:
             await asyncio.wait({task}, timeout=0.1)
-            if not task.done() and (self.stopping or self.shutting_down):
+            if not task.done() and (self.stopping or self.shutting_down) and not self._cancel_landed:
                 task.cancel()
 
     def pending_hooks(self) -> int:

@@ -88,9 +88,9 @@ def load_app(dotted_path: str | None = None) -> Hooks:
 
 
 def can_edit_messages() -> bool:
-    """Whether this app's chats take ``edit_message`` (Tether's page and Chainlit's show
-    "Edit" then): a hooks-API app with ``on_message``. Engine-runtime apps refuse edits, as
-    their engines remember the conversation themselves (docs/web-client.md)."""
+    """Whether a hooks-API app's chats take ``edit_message``: it has ``on_message``, which
+    answers the edited message (an engine-runtime app's depend on its box's engine:
+    ``sessions_app.editing``)."""
     hooks = load_app()
     return not hooks.engine_runtime and hooks.on_message is not None
 

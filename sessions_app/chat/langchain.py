@@ -21,11 +21,13 @@ itself, and waits for each change from the sync parts of such a run (a plain fun
 ``RunnableLambda`` that calls a tool), which LangChain drives on a loop of its own.
 
 A stop ends the run with the turn: the hook is cancelled (an async run with it), its open
-steps are kept as far as they got, marked interrupted, and closed (``LiveSession``). A sync run
-on an app thread goes on after the hook is gone, so once its turn is over (stopped or ended)
-the handler hands nothing more to the loop and raises ``TurnOver`` into the run (LangChain
-re-raises a handler's error when its ``raise_error`` is true, as the handler's is from then
-on), which ends it at its next callback: nothing of it shows after the stop, nor in the next turn.
+steps are kept as far as they got, marked interrupted, and closed (``LiveSession``) once the
+step changes already running on the loop have landed (``LiveSession.add_turn_work``), as a
+failed hook's are. A sync run on an app thread goes on after the hook is gone, so once its
+turn is over (stopped, failed or ended) the handler hands nothing more to the loop and raises
+``TurnOver`` into the run (LangChain re-raises a handler's error when its ``raise_error`` is
+true, as the handler's is from then on), which ends it at its next callback: nothing of it
+shows after the stop, nor in the next turn.
 
 A run that holds the chat's loop (a sync ``invoke`` made on it, or the async handler given a
 sync run) could only have its steps written after the reply, and after the turn, when they
@@ -218,9 +220,10 @@ class StepRecorder:
             return False
 
     def turn_over(self) -> bool:
-        """The turn the current run belongs to was stopped or has ended: its changes are late."""
+        """The turn the current run belongs to was stopped, failed or has ended: its changes
+        are late (a failed turn's are while it closes its steps, ``LiveSession.closing``)."""
         turn = self._turn
-        return turn is not None and (turn.done() or turn.cancelling() > 0)
+        return turn is not None and (turn.done() or turn.cancelling() > 0 or self.session.closing(turn))
 
     # --- handing step changes over from other threads, in order ---------------------------
 
@@ -230,13 +233,15 @@ class StepRecorder:
 
         async def after() -> None:
             if previous is not None:
-                await asyncio.wait([previous])  # its failure was logged by its own task
+                await asyncio.wait([previous])  # its failure is logged by the session
             if self.turn_over():  # stopped while the change waited for the loop
                 change.close()
                 return
             await change
 
         task = self.loop.create_task(after(), context=self.context.copy())
+        # A stop lets it land before the turn's steps are closed (``LiveSession.add_turn_work``).
+        self.session.add_turn_work(task)
         self._tail = task
         await task
 

@@ -6,9 +6,14 @@ async handler), ``sync`` (``invoke`` on an app thread with the sync handler), ``
 on the event loop with the sync handler), ``everything`` (nothing hidden), ``forced`` (the
 whole answer streamed into a message), ``fail`` (the tool raises, with the async handler),
 ``slow-async`` / ``slow-sync`` (a model that streams a long answer a word every 0.1 s, for a
-stop in mid-run: ``astream`` with the async handler, ``stream`` on an app thread with the sync one)."""
+stop in mid-run: ``astream`` with the async handler, ``stream`` on an app thread with the sync one),
+``held-sync`` (a tool run on an app thread with the sync handler, the write of its step's start
+held in the database until the turn is stopped: a step change in flight when the stop arrives),
+``held-fail`` (the same, the hook failing instead of being stopped)."""
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -30,6 +35,9 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import tool
 
 from sessions_app import chat
+from sessions_app.chat.context import require_session
+from sessions_app.chat.langchain import TurnOver
+from tests.support.statements import holding_statements
 
 ANSWER = "Final Answer: sunny in {city}"
 
@@ -142,6 +150,66 @@ async def answer_slow_sync() -> None:
     await chat.make_async(run)()
 
 
+# ``held-sync`` / ``held-fail``: the tool whose step's first write is held, what the run step
+# streams before the run, the token it streams once that write is held (the test stops the
+# turn then, or the hook fails with ``HELD_FAILURE``), and how long after the turn's end the
+# write is let go (the stop's cancel, or the failure, has reached the turn by then).
+HELD_TOOL = "archive_lookup"
+HELD_NOTE = "looking it up in the archive"
+HELD_SIGNAL = " (held)"
+HELD_FAILURE = "the archive is closed"
+HELD_AFTER_END = 0.3
+_left_running: set[asyncio.Future[None]] = set()
+
+
+@chat.step(name="held", type="run")
+async def answer_held_sync(city: str, *, fail: bool = False) -> None:
+    session = require_session()
+    loop = asyncio.get_running_loop()
+    shown = chat.context.current_step
+    assert shown is not None
+    await shown.stream_token(HELD_NOTE)
+    handler = chat.LangchainCallbackHandler()
+    held = asyncio.Event()  # the tool's write is held (set from the app thread)
+    failed = threading.Event()  # ``fail``: the hook has raised
+
+    def turn_ended() -> bool:
+        deadline = time.monotonic() + 10
+        while not (session.stopping or failed.is_set()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return session.stopping or failed.is_set()
+
+    def run() -> None:
+        with holding_statements(HELD_TOOL) as hold:
+
+            @tool(HELD_TOOL)
+            def lookup(city: str) -> str:
+                """What the archive says of a city."""
+                # Its step's start was handed to the loop: its write is held, the step unshown.
+                if hold.held.wait(10):
+                    chat.run_sync(shown.stream_token(HELD_SIGNAL))
+                    loop.call_soon_threadsafe(held.set)
+                if turn_ended():
+                    time.sleep(HELD_AFTER_END)
+                hold.release()
+                return f"{city} was founded long ago"
+
+            with contextlib.suppress(TurnOver):  # the turn's end ends the run at its next callback
+                RunnableLambda(lambda c: lookup.invoke({"city": c})).invoke(
+                    city, config={"callbacks": [handler]}
+                )
+
+    running = asyncio.ensure_future(chat.make_async(run)())
+    _left_running.add(running)  # ``fail`` leaves it running: kept until it ends
+    running.add_done_callback(_left_running.discard)
+    if not fail:
+        await running
+        return
+    await asyncio.wait_for(held.wait(), timeout=30)
+    failed.set()
+    raise RuntimeError(HELD_FAILURE)
+
+
 @chat.step(name="answer", type="run")
 async def answer_async(city: str) -> str:
     handler = chat.AsyncLangchainCallbackHandler(stream_final_answer=True)
@@ -173,6 +241,12 @@ async def on_message(message: chat.Message) -> None:
     if mode in slow_runs:
         await slow_runs[mode]()
         await chat.Message("done slow").send()
+        return
+    if mode == "held-fail":  # fails while the tool's write is held: the turn ends in an error
+        await answer_held_sync(city, fail=True)
+    if mode == "held-sync":
+        await answer_held_sync(city)
+        await chat.Message("done held").send()
         return
     if mode == "fail":
         handler = chat.AsyncLangchainCallbackHandler()

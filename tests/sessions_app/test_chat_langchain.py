@@ -273,6 +273,26 @@ def slow_run_ids(client: ChatClient) -> set[str]:
     return {d["id"] for n, d in client.events if n == "stream_start" and d.get("name") != "answer"}
 
 
+async def stopped(client: ChatClient) -> int:
+    """Stop the turn and wait for it to end: the index of the stop's notice among the events."""
+    await client.emit("stop")
+    try:
+        await client.wait_for(
+            lambda c: any(d.get("metadata", {}).get("notice") == "stopped" for d in c.named("new_message")),
+            timeout=30,
+        )
+        await client.wait_event("task_end", count=2, timeout=30)
+    except TimeoutError:
+        pytest.fail(
+            f"the stop never ended the turn; events: {json.dumps(client.events, indent=1, default=str)}"
+        )
+    return next(
+        i
+        for i, (n, d) in enumerate(client.events)
+        if n == "new_message" and d.get("metadata", {}).get("notice") == "stopped"
+    )
+
+
 @pytest.mark.parametrize("mode", ["slow-async", "slow-sync"])
 async def test_a_stop_in_mid_stream_ends_the_langchain_run_and_the_session_goes_on(
     langchain_server: Any, make_user: Any, mode: str
@@ -284,20 +304,7 @@ async def test_a_stop_in_mid_stream_ends_the_langchain_run_and_the_session_goes_
     await client.wait_event("task_end")  # the chat's start
     thread_id = str((await client.send(mode))["threadId"])
     await client.wait_event("stream_token", count=5, timeout=30)  # the model is streaming
-    await client.emit("stop")
-    try:
-        await client.wait_for(
-            lambda c: any(d.get("metadata", {}).get("notice") == "stopped" for d in c.named("new_message")),
-            timeout=30,
-        )
-        await client.wait_event("task_end", count=2, timeout=30)
-    except TimeoutError:
-        pytest.fail(f"the stop never ended the turn; events: {client.events!r}")
-    acknowledged = next(
-        i
-        for i, (n, d) in enumerate(client.events)
-        if n == "new_message" and d.get("metadata", {}).get("notice") == "stopped"
-    )
+    acknowledged = await stopped(client)
     streamed = slow_run_ids(client)
     assert streamed, client.events
 
@@ -341,4 +348,119 @@ async def test_a_stop_in_mid_stream_ends_the_langchain_run_and_the_session_goes_
     written = {str(row.id): row for row in await rows(thread_id)}
     for step_id in opened:
         assert written[step_id].end is not None, (step_id, written[step_id].__dict__)
+    await client.disconnect()
+
+
+def events_of(client: ChatClient, step_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """What the client was sent of one step (or message), in order."""
+    return [(n, d) for n, d in client.events if isinstance(d, dict) and d.get("id") == step_id]
+
+
+async def held_turn(server: Any, user: Any, mode: str) -> tuple[ChatClient, str]:
+    """A ``held-sync``/``held-fail`` turn, returned once the tool's first write is held."""
+    from tests.apps.langchain_app import HELD_SIGNAL
+
+    client = await signed_in(server, user)
+    await client.start()
+    await client.wait_event("task_end")  # the chat's start
+    thread_id = str((await client.send(f"{mode} Paris"))["threadId"])
+    try:
+        await client.wait_for(
+            lambda c: any(d.get("token") == HELD_SIGNAL for d in c.named("stream_token")), timeout=30
+        )
+    except TimeoutError:
+        pytest.fail(f"the tool's write was never held; events: {every_event(client)}")
+    return client, thread_id
+
+
+def every_event(client: ChatClient) -> str:
+    return json.dumps(client.events, indent=1, default=str)
+
+
+async def check_the_held_steps_closed_once(
+    client: ChatClient, thread_id: str, *, ended: int, interrupted: bool
+) -> dict[str, dict[str, Any]]:
+    """The steps of a held turn, its run's and its tool's, each closed once before event
+    ``ended`` (the stop's notice, the error's report), none shown open again after its close,
+    and all ended as written; their closing StepDicts by name."""
+    from tests.apps.langchain_app import HELD_TOOL
+
+    shown = every_event(client)
+    steps = {
+        d["id"]: d["name"]
+        for n, d in client.events
+        if n in ("new_message", "stream_start") and d.get("type") in STEP_TYPES
+    }
+    assert sorted(steps.values()) == sorted([HELD_TOOL, "held"]), f"steps shown: {steps}; events: {shown}"
+    closed: dict[str, dict[str, Any]] = {}
+    for step_id, name in steps.items():
+        told = events_of(client, step_id)
+        closes = [i for i, (n, d) in enumerate(told) if n == "update_message" and d.get("end") is not None]
+        assert len(closes) == 1, f"{name} closed {len(closes)} times; events: {shown}"
+        closed[name] = close = told[closes[0]][1]
+        assert told[closes[0] + 1 :] == [], f"{name} shown again after its close; events: {shown}"
+        assert client.events.index(told[closes[0]]) < ended, f"{name} closed after the turn's end: {shown}"
+        if interrupted:  # closed as stopped, not as failed
+            assert close["metadata"].get("interrupted") is True and not close["isError"], f"{name}: {shown}"
+    written = {str(row.id): row for row in await rows(thread_id)}
+    for step_id, name in steps.items():
+        row = written.get(step_id)
+        assert row is not None and row.end is not None, (name, row and row.__dict__, shown)
+        assert row.output == closed[name]["output"], (name, row.__dict__, shown)  # what was shown
+        if interrupted:
+            assert row.metadata.get("interrupted") is True, (name, row.__dict__, shown)
+    tool_row = written[next(i for i, n in steps.items() if n == HELD_TOOL)]
+    assert json.loads(tool_row.input) == {"city": "Paris"}, tool_row.__dict__
+    return closed
+
+
+async def test_a_stop_lets_the_step_change_running_on_the_loop_land_before_it_closes_the_steps(
+    langchain_server: Any, make_user: Any
+) -> None:
+    """``stop`` while the write of a step's start, handed to the loop by the sync handler, is
+    held in the database: that change lands first, then the turn closes its steps, that one
+    among them; nothing reopens a closed step, and nothing of them comes after the stop."""
+    from tests.apps.langchain_app import HELD_NOTE, HELD_SIGNAL
+
+    client, thread_id = await held_turn(langchain_server, make_user(), "held-sync")
+    notice = await stopped(client)
+    closed = await check_the_held_steps_closed_once(client, thread_id, ended=notice, interrupted=True)
+    # The run step kept all it streamed.
+    assert closed["held"]["output"] == HELD_NOTE + HELD_SIGNAL, every_event(client)
+    await client.disconnect()
+
+
+async def test_a_failed_hook_lets_the_step_change_running_on_the_loop_land_before_it_closes_the_steps(
+    langchain_server: Any, make_user: Any
+) -> None:
+    """The same with the hook failing while the write is held: the change lands, the failed
+    turn closes the step it opened, and the run's next change (the tool's end, handed over
+    while the steps are closed) does not close it a second time."""
+    from tests.apps.langchain_app import HELD_FAILURE, HELD_NOTE, HELD_SIGNAL, HELD_TOOL
+
+    client, thread_id = await held_turn(langchain_server, make_user(), "held-fail")
+
+    def reported(c: ChatClient) -> bool:
+        return any(HELD_FAILURE in str(d.get("output")) for d in c.named("new_message") if d.get("isError"))
+
+    try:
+        await client.wait_for(reported, timeout=30)
+        await client.wait_event("task_end", count=2, timeout=30)
+    except TimeoutError:
+        pytest.fail(f"the failure never ended the turn; events: {every_event(client)}")
+    # The tool's end, if it came, had its chance to show by now: the run ends at it.
+    log = langchain_server.log_path
+    with contextlib.suppress(TimeoutError):
+        await wait_until(lambda: "on_tool_end callback: TurnOver" in Path(log).read_text(), timeout=10)
+    error = next(
+        i
+        for i, (n, d) in enumerate(client.events)
+        if n == "new_message" and d.get("isError") and HELD_FAILURE in str(d.get("output"))
+    )
+    closed = await check_the_held_steps_closed_once(client, thread_id, ended=error, interrupted=False)
+    assert closed["held"]["isError"] is True, every_event(client)
+    assert closed["held"]["output"] == f"{HELD_NOTE}{HELD_SIGNAL}\nRuntimeError: {HELD_FAILURE}", every_event(
+        client
+    )
+    assert not closed[HELD_TOOL]["isError"] and closed[HELD_TOOL]["output"] == "", every_event(client)
     await client.disconnect()
