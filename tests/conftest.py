@@ -71,11 +71,14 @@ def _fresh_send_budgets():
 @pytest.fixture(scope="session", autouse=True)
 def _stop_process_heartbeat(django_db_setup):
     """In-process tests that use the mailbox register this process's liveness row; its
-    heartbeat thread stops before the test database is dropped."""
+    heartbeat thread stops, and the database threads hand their kept connections back, before
+    the test database is dropped (a connection open on it would refuse the DROP)."""
     yield
+    from sessions_app.database import release_connections
     from sessions_app.processes import heartbeat
 
     heartbeat.stop()
+    release_connections()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -251,3 +254,17 @@ async def _close_async_db_connections():
     from django.db import connections
 
     await sync_to_async(connections.close_all)()
+
+
+@pytest.fixture
+def own_webhook_queue(monkeypatch) -> str:
+    """A webhook queue of this test's alone, for tests that run the attempts they enqueue
+    themselves. The run's servers share the test database and, when REDIS_URL is set, this
+    process's channel layer, so ``webhook_tasks.queue()`` names the same queue in both: a
+    server whose workers run (``engine_server``) would take the test's attempt and deliver it
+    a second time."""
+    from sessions_app import webhook_tasks
+
+    name = f"webhooks-test-{os.urandom(6).hex()}"
+    monkeypatch.setattr(webhook_tasks, "queue", lambda: name)
+    return name

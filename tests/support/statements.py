@@ -98,3 +98,46 @@ def counting_trips() -> Iterator[Trips]:
         yield seen
     finally:
         database_sync_to_async.__call__ = original  # type: ignore[method-assign]
+
+
+class Hold:
+    """Statements held at the cursor until ``release()``: ``held`` is set when the first one
+    is, so the code that waits for it knows that statement's call is in flight."""
+
+    def __init__(self, needle: str, timeout: float) -> None:
+        self.needle = needle
+        self.timeout = timeout
+        self.held = threading.Event()
+        self._released = threading.Event()
+
+    def matches(self, sql: str, params: Any) -> bool:
+        return self.needle in sql or self.needle in repr(params)
+
+    def wait_for_release(self) -> None:
+        self.held.set()
+        # Never for ever: a test that forgets to release fails on what it asserts, not by hanging.
+        self._released.wait(self.timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+@contextlib.contextmanager
+def holding_statements(needle: str, *, timeout: float = 10.0) -> Iterator[Hold]:
+    """Hold every statement whose SQL or parameters mention ``needle``, on any connection
+    and thread, before it is sent, until the hold is released (or ``timeout`` passes): a
+    database call provably in flight. Leaving the block releases the hold."""
+    hold = Hold(needle, timeout)
+    original = getattr(utils.CursorWrapper, CURSOR_METHOD)
+
+    def held(self: Any, sql: str, params: Any, many: bool, executor: Any) -> Any:
+        if hold.matches(sql, params):
+            hold.wait_for_release()
+        return original(self, sql, params, many, executor)
+
+    setattr(utils.CursorWrapper, CURSOR_METHOD, held)
+    try:
+        yield hold
+    finally:
+        hold.release()
+        setattr(utils.CursorWrapper, CURSOR_METHOD, original)
