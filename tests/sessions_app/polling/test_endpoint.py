@@ -134,7 +134,13 @@ async def test_a_get_that_arrives_after_the_probe_is_not_held(server, make_user)
             started = asyncio.get_running_loop().time()
             status, body = await asyncio.wait_for(poll.get_raw(), 30)
             held = asyncio.get_running_loop().time() - started
-            assert (status, body, held < 2) == (200, "6", True), (status, body, f"held {held:.1f} s")
+            # A noop, or a ping the server had queued before the probe (seen on a loaded machine).
+            packets = set(body.split("\x1e"))
+            assert (status, packets <= {"6", "2"}, held < 2) == (200, True, True), (
+                status,
+                body,
+                f"held {held:.1f} s",
+            )
             await ws.send_str("5")
             await ws.send_str('42["connection_successful"]')
             frames: list[str] = []

@@ -11,6 +11,7 @@ from asgiref.sync import sync_to_async
 from sessions_app.runtime import integration_turns as module
 from sessions_app.runtime.chat_session import SERVER_STOPPED_TEXT
 from sessions_app.runtime.integration_turns import ACCEPTED, accept_here, integration_turns, recover
+from sessions_app.runtime.ownership import owner_of
 from sessions_app.runtime.pool import pools
 from tests.sessions_app.runtime.conftest import transcript
 from tests.support.waiting import wait_until
@@ -58,6 +59,10 @@ async def test_a_send_whose_outcome_is_being_recorded_is_not_closed_as_cut(
         "message": str(message_id),
         "text": "hello",
     }
+    # Held here, as ``submit`` holds it before it hands over: a box nobody runs is any live
+    # server's to recover, and the test's servers share this database (CI saw engine_server
+    # close this turn as cut while its outcome was held).
+    assert (await owner_of(("box", thread.box_id)))[1]
     try:
         assert await accept_here(request) == ACCEPTED
         await wait_until(recording.is_set, timeout=10)

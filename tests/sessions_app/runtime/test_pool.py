@@ -93,7 +93,8 @@ async def test_a_reconfigured_pool_lets_a_turn_in_flight_finish_then_replaces_th
     new = await pool.chat_session(thread.id, emit=sink)
     assert new is not old and old.runs_open == 0
     await new.submit(await accepted_turn(thread, "next"))
-    await wait_for(lambda: not new.is_busy())
+    # As above: the phase is ready before the reply is written, so wait for the turn's end.
+    await wait_for(lambda: len(sink.named("task_end")) == 2)
     # Same engine: the conversation id is kept; the new state directory knows no turns of it.
     assert new.engine_session_id == old.engine_session_id
     assert [s.output for s in await transcript(thread)][-1] == "Echo #1: next"
