@@ -89,5 +89,6 @@ bench: install
 	$(BIN)/python bench/stream.py --no-coalesce
 	$(BIN)/python bench/send.py
 	$(BIN)/python bench/echo.py
+	$(BIN)/python bench/pg_turn.py
 	$(BIN)/python bench/idle_sockets.py
 	$(BIN)/python bench/history_media.py

@@ -2,7 +2,9 @@
 
 Other processes reach work that lives here through it: stopping a turn this process runs,
 handing a message to the box runtime this process owns. ``request`` sends a message and waits
-for the answer, which comes back to the sender's own mailbox.
+for the answer, which comes back to the sender's own mailbox. A request or answer that spent
+over ``SLOW_REQUEST`` on the way, or a handler that took as long, is logged with its times: a
+process falling behind its inbox shows there before its requests time out.
 """
 
 import asyncio
@@ -10,6 +12,7 @@ import contextvars
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -24,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[Any]]
 REPLY = "mailbox.reply"
+# A request that took longer than this to arrive, or to be handled, is logged with its times.
+SLOW_REQUEST = 2.0
 
 
 class MailboxError(RuntimeError):
@@ -118,7 +123,9 @@ class Mailbox:
         try:
             try:
                 # The request carries the sender's trace (``traceparent``) when traces are on.
-                request = tracing.inject({**message, "reply_to": reply_to, "request_id": request_id})
+                request = tracing.inject(
+                    {**message, "reply_to": reply_to, "request_id": request_id, "sent_at": time.time()}
+                )
                 await self.send(channel, request)
             except Exception as exc:  # the channel layer is down or its connection went stale
                 raise MailboxError(f"could not send {message['type']}: {exc!r}") from exc
@@ -155,6 +162,8 @@ class Mailbox:
     async def _dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("type", "")
         if kind == REPLY:
+            if (sent_at := message.get("sent_at")) is not None and time.time() - sent_at > SLOW_REQUEST:
+                logger.warning("mailbox: an answer arrived %.1f s after it was sent", time.time() - sent_at)
             with self._lock:
                 waiting = self._waiting.get(message["request_id"])
             if waiting is not None and not waiting.done():
@@ -165,6 +174,7 @@ class Mailbox:
             return
         with self._lock:
             handler = self._handlers.get(kind)
+        arrived = time.time()
         reply = {"type": REPLY, "request_id": message.get("request_id")}
         if handler is None:
             logger.warning("mailbox: no handler for %r", kind)
@@ -177,7 +187,18 @@ class Mailbox:
             except Exception as exc:
                 logger.exception("mailbox handler for %r failed", kind)
                 reply["error"] = f"{type(exc).__name__}: {exc}"
+        handled = time.time()
+        if (sent_at := message.get("sent_at")) is not None and (
+            arrived - sent_at > SLOW_REQUEST or handled - arrived > SLOW_REQUEST
+        ):
+            logger.warning(
+                "mailbox: %s arrived %.1f s after it was sent and took %.1f s to handle",
+                kind,
+                arrived - sent_at,
+                handled - arrived,
+            )
         if message.get("reply_to"):
+            reply["sent_at"] = handled
             await self.send(message["reply_to"], reply)
 
 

@@ -7,7 +7,10 @@ the claim they are made under (a ``Fence``): the condition "this row still has t
 and this epoch" is folded into the write's own statement (a ``WHERE``, or the ``SELECT`` of
 an ``INSERT ... SELECT``), so fencing costs no extra trip. The condition reads the claim's
 row ``FOR SHARE``: a takeover committing at the same moment is waited for and then seen, so a
-write either lands before the takeover (and the new owner reads it) or not at all.
+write either lands before the takeover (and the new owner reads it) or not at all. A statement
+that locks the claim's own row ``FOR UPDATE`` (a step's append locks its thread) reads it
+``FOR UPDATE`` in the condition too: a share lock taken first would be upgraded by the same
+statement, and two writers upgrading one row deadlock.
 
 A write that affects nothing because its fence no longer holds raises ``Fenced``; the caller
 drops the work it lost, shows nothing of it, and leaves the claim to its new owner.
@@ -59,12 +62,14 @@ class Fence:
         )
         return here if self.also is None else f"{here} with {self.also.describe()}"
 
-    def sql(self) -> tuple[str, list[Any]]:
+    def sql(self, *, exclusive: bool = False) -> tuple[str, list[Any]]:
         """``EXISTS (...)``: the claim still holds, its row share-locked (PostgreSQL) until the
-        write's transaction ends; with its parameters."""
+        write's transaction ends (``exclusive``: locked for update, for a statement that locks
+        that row for update anyway); with its parameters."""
         pk = self.model._meta.pk  # noqa: SLF001 (Django's documented Model _meta API)
         assert pk is not None
-        condition = _condition(self.model, self.owner_field, self.epoch_field, connection.vendor)
+        lock = _lock(connection.vendor, exclusive)
+        condition = _condition(self.model, self.owner_field, self.epoch_field, lock)
         params = [pk.get_db_prep_value(self.pk, connection), self.owner]
         if self.epoch_field is not None:
             params.append(self.epoch)
@@ -118,13 +123,18 @@ def is_lost(fence: Fence | None) -> bool:
     return fence is not None and fence in lost
 
 
+def _lock(vendor: str, exclusive: bool) -> str:
+    if vendor != "postgresql":
+        return ""
+    return " FOR UPDATE" if exclusive else " FOR SHARE"
+
+
 @functools.cache
-def _condition(model: type[Model], owner_field: str, epoch_field: str | None, vendor: str) -> str:
+def _condition(model: type[Model], owner_field: str, epoch_field: str | None, lock: str) -> str:
     meta = model._meta  # noqa: SLF001
     q = connection.ops.quote_name
     column = {f.name: str(f.column) for f in meta.concrete_fields}
     assert meta.pk is not None
-    lock = " FOR SHARE" if vendor == "postgresql" else ""
     epoch = f" AND {q(column[epoch_field])} = %s" if epoch_field is not None else ""
     return (
         f"EXISTS (SELECT 1 FROM {q(meta.db_table)} WHERE {q(column[meta.pk.name])} = %s "
@@ -143,8 +153,10 @@ def in_force(fence: Fence | None) -> Fence | None:
 
 
 def fenced(rows: QuerySet[M], fence: Fence | None) -> QuerySet[M]:
-    """``rows`` narrowed to nothing unless ``fence`` still holds (an ORM write's condition)."""
+    """``rows`` narrowed to nothing unless ``fence`` still holds (an ORM write's condition).
+    A write to rows of the claim's own model (an update, or a select for update, of the claim's
+    row) locks the claim's row for update in the condition too."""
     if fence is None:
         return rows
-    sql, params = fence.sql()
+    sql, params = fence.sql(exclusive=rows.model is fence.model)
     return rows.extra(where=[sql], params=params)

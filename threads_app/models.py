@@ -12,6 +12,10 @@ def new_webhook_secret() -> str:
     return secrets.token_hex(32)
 
 
+# The box a user's chats go to (``services.default_box_for``), made on first use.
+DEFAULT_BOX_NAME = "default"
+
+
 class Box(models.Model):
     """An agent workspace owned by one user; it names the engine that answers."""
 

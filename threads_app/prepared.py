@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.backends.utils import CursorWrapper
 
 
@@ -52,9 +52,10 @@ def make_cursors_of(derive: Callable[[type[psycopg.Cursor[Any]]], type[psycopg.C
 def cursor() -> CursorWrapper:
     """A cursor of the default connection (``with cursor() as c:``) whose statements are
     prepared on PostgreSQL; Django's ordinary cursor elsewhere."""
-    if connection.vendor != "postgresql":
-        return connection.cursor()
-    connection.ensure_connection()  # what Django's cursor() does before it wraps its own
-    connection.validate_thread_sharing()
-    raw: Any = _Made.cursor_class(connection.connection)  # a DB-API cursor (the stubs say a wrapper)
-    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
+    db = connections[DEFAULT_DB_ALIAS]  # once: each attribute of the proxy looks it up again
+    if db.vendor != "postgresql":
+        return db.cursor()
+    db.ensure_connection()  # what Django's cursor() does before it wraps its own
+    db.validate_thread_sharing()
+    raw: Any = _Made.cursor_class(db.connection)  # a DB-API cursor (the stubs say a wrapper)
+    return db.make_debug_cursor(raw) if db.queries_logged else db.make_cursor(raw)

@@ -31,7 +31,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from threads_app import attachments, content_filters
 from threads_app.asks import thread_ask_events
-from threads_app.models import AcceptedMessage, Box, Feedback, Step, StepType, Thread
+from threads_app.models import DEFAULT_BOX_NAME, AcceptedMessage, Box, Feedback, Step, StepType, Thread
 from threads_app.read_budget import read_budget
 from threads_app.read_cuts import MIN_STEP_WIRE_BYTES, cut_seq
 from threads_app.transcript_budgets import (
@@ -43,7 +43,14 @@ from threads_app.transcript_budgets import (
     take_within,
     wire_bytes,
 )
-from threads_app.wire import feedback_to_dict, iso, step_row_to_dict, step_to_dict, thread_to_dict
+from threads_app.wire import (
+    STEP_FIELDS,
+    feedback_to_dict,
+    iso,
+    step_to_dict,
+    step_values_to_dict,
+    thread_to_dict,
+)
 from threads_app.wire_columns import IsoTime, UuidText
 
 
@@ -68,6 +75,17 @@ def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
     )
 
 
+def chat_engine(user: User, thread: Thread | None) -> str:
+    """The engine that answers this chat: its thread's box's, else that of the box the user's
+    new chats go to (the box's default engine while it does not exist yet)."""
+    boxes = (
+        Box.objects.filter(pk=thread.box_id)
+        if thread
+        else Box.objects.filter(owner=user, name=DEFAULT_BOX_NAME)
+    )
+    return boxes.values_list("engine", flat=True).first() or Box.Engine.ECHO
+
+
 # --- transcript rows ----------------------------------------------------------------------
 # Every transcript read selects its rows through ``_step_rows`` and turns them into
 # StepDicts with ``_step_dict``: with a content filter registered (``content_filters``; media_app
@@ -79,7 +97,8 @@ def get_owned_thread(user: User, thread_id: uuid.UUID) -> Thread | None:
 # A read of thousands of steps spends its time per row, so the database hands over what the
 # wire shows, as text where it can (``wire_columns``: ids, times), and the metadata as JSON
 # text parsed here (an empty object without a parse): on PostgreSQL no row needs a converter
-# of Django's.
+# of Django's. Each row's tuple becomes its StepDict directly (``wire.step_values_to_dict``),
+# with no dict of the row made and taken apart first.
 
 FEEDBACK_COLUMNS = {
     "feedback_pk": F("viewer_feedback__id"),
@@ -90,7 +109,8 @@ EMPTY_OBJECT = "{}"
 
 
 def _step_columns(viewer_id: int | None) -> dict[str, Any]:
-    """What a transcript read selects, by the key ``step_row_to_dict`` reads it under."""
+    """What a transcript read selects: the ``wire.STEP_FIELDS`` in that order (the order
+    ``step_values_to_dict`` reads), then the viewer's feedback."""
     content_filter = content_filters.active()
     columns: dict[str, Any] = {
         "id": UuidText("id"),
@@ -108,19 +128,19 @@ def _step_columns(viewer_id: int | None) -> dict[str, Any]:
         "start": IsoTime("start"),
         "end": IsoTime("end"),
     }
+    assert tuple(columns) == STEP_FIELDS
     if viewer_id is not None:
         columns.update(FEEDBACK_COLUMNS)
     return columns
 
 
-def _step_rows(steps: QuerySet[Step], viewer_id: int | None = None) -> tuple[QuerySet[Step, Any], list[str]]:
-    """``steps`` as rows of ``_step_columns`` (tuples), and the key of each column."""
+def _step_rows(steps: QuerySet[Step], viewer_id: int | None = None) -> QuerySet[Step, Any]:
+    """``steps`` as rows of ``_step_columns`` (tuples)."""
     if viewer_id is not None:
         steps = steps.annotate(
             viewer_feedback=FilteredRelation("feedbacks", condition=Q(feedbacks__user_id=viewer_id))
         )
-    columns = _step_columns(viewer_id)
-    return steps.values_list(*columns.values()), list(columns)
+    return steps.values_list(*_step_columns(viewer_id).values())
 
 
 def _metadata(text: str | None) -> Any:
@@ -129,23 +149,24 @@ def _metadata(text: str | None) -> Any:
     return json.loads(text)
 
 
-def _step_dict(row: dict[str, Any]) -> dict[str, Any]:
+# Where a row's content, metadata and (with a viewer) feedback are (``_step_columns``).
+_CONTENT, _METADATA, _FEEDBACK = STEP_FIELDS.index("content"), STEP_FIELDS.index("metadata"), len(STEP_FIELDS)
+
+
+def _step_dict(row: tuple[Any, ...]) -> dict[str, Any]:
     content_filter = content_filters.active()
+    content = row[_CONTENT]
     if content_filter is not None:
-        row["content"] = content_filter.from_text(row["thread_id"], row["id"], row["content"])
-    row["metadata"] = _metadata(row["metadata"])
-    feedback_pk = row.pop("feedback_pk", None)
-    value, comment = row.pop("feedback_value", None), row.pop("feedback_comment", None)
-    step = step_row_to_dict(row)
-    if feedback_pk is not None:
-        step["feedback"] = feedback_to_dict(feedback_pk, row["id"], value, comment)
+        content = content_filter.from_text(row[1], row[0], content)
+    step = step_values_to_dict(row, content=content, metadata=_metadata(row[_METADATA]))
+    if len(row) > _FEEDBACK and row[_FEEDBACK] is not None:
+        step["feedback"] = feedback_to_dict(row[_FEEDBACK], row[0], row[_FEEDBACK + 1], row[_FEEDBACK + 2])
     return step
 
 
 def _step_dicts(steps: QuerySet[Step], viewer_id: int | None) -> tuple[list[dict[str, Any]], Any]:
     """The StepDicts of ``steps`` (sliced and ordered already), and the last row's seq."""
-    rows, keys = _step_rows(steps, viewer_id)
-    dicts = [_step_dict(dict(zip(keys, row, strict=True))) for row in rows]
+    dicts = list(map(_step_dict, _step_rows(steps, viewer_id)))
     return dicts, (dicts[-1]["seq"] if dicts else None)
 
 

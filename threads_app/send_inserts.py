@@ -11,14 +11,15 @@ needed inside a transaction); the caller then reads the row that holds it.
 import functools
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
 
 from threads_app import prepared
+from threads_app.column_values import Columns
 from threads_app.models import AcceptedMessage
 
 # ``_meta`` is Django's documented Model _meta API, not a private member.
-_COLUMNS = list(AcceptedMessage._meta.concrete_fields)  # noqa: SLF001
+_COLUMNS = Columns(AcceptedMessage._meta.concrete_fields)  # noqa: SLF001
 
 
 @functools.cache
@@ -36,7 +37,7 @@ def insert_statement(**values: Any) -> tuple[AcceptedMessage, str, list[Any]]:
     get their defaults), and the INSERT that writes it with its parameters: for a caller that
     sends it inside a statement of its own (``sessions_app.turn_statements.accept_claiming``)."""
     record = AcceptedMessage(accepted_at=timezone.now(), **values)
-    params = [f.get_db_prep_save(getattr(record, f.attname), connection) for f in _COLUMNS]
+    params = _COLUMNS.db_values([getattr(record, f.attname) for f in _COLUMNS], connections[DEFAULT_DB_ALIAS])
     return record, _sql(connection.vendor), params
 
 

@@ -16,7 +16,15 @@ from django.utils import timezone
 
 from threads_app import prepared, step_budgets
 from threads_app.fencing import Fence, Fenced, fenced, in_force
-from threads_app.models import AcceptedMessage, Box, Step, Thread, new_webhook_secret
+from threads_app.models import (
+    DEFAULT_BOX_NAME,
+    AcceptedMessage,
+    Box,
+    Step,
+    StepType,
+    Thread,
+    new_webhook_secret,
+)
 from threads_app.send_inserts import insert_send
 from threads_app.signals import thread_deleted
 from threads_app.step_appends import append_step
@@ -28,7 +36,7 @@ THREAD_NAME_MAX = 255
 
 def default_box_for(user: User) -> Box:
     """The user's workspace, created on first use."""
-    box, _ = Box.objects.get_or_create(owner=user, name="default")
+    box, _ = Box.objects.get_or_create(owner=user, name=DEFAULT_BOX_NAME)
     return box
 
 
@@ -186,6 +194,37 @@ def delete_steps_after(thread_id: uuid.UUID, seq: int) -> list[dict[str, Any]]:
         removed = [step_to_dict(step) for step in later]
         Step.objects.filter(pk__in=[step.pk for step in later]).delete()
     return removed
+
+
+def reopen_edited_send(
+    thread_id: uuid.UUID, step_seq: int, send_id: uuid.UUID, text: str, *, fence: Fence | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """An engine-runtime edit: the edited message's user step and everything after it leave
+    the transcript, and its send is pending again with the new text (the thread's runner
+    transcribes and answers it as any send). Answers the removed steps' StepDicts, oldest
+    first, and how many user turns the transcript keeps before the message (what an engine
+    that counts turns rewinds to). Only while ``fence`` holds (``Fenced`` otherwise)."""
+    with transaction.atomic():
+        locked = fenced(Thread.objects.select_for_update().filter(pk=thread_id), fence)
+        if locked.values_list("pk").first() is None:
+            if fence is not None:
+                raise Fenced(fence, f"the edit of send {send_id}")
+            raise Thread.DoesNotExist(thread_id)
+        removed = delete_steps_after(thread_id, step_seq - 1)  # the message's own step too
+        AcceptedMessage.objects.filter(pk=send_id).update(
+            text=text,
+            state=AcceptedMessage.State.PENDING,
+            outcome="",
+            failure="",
+            holder="",
+            queued=None,
+            step=None,
+            accepted_at=timezone.now(),
+        )
+        turns_kept = Step.objects.filter(
+            thread_id=thread_id, type=StepType.USER_MESSAGE, seq__lt=step_seq
+        ).count()
+    return removed, turns_kept
 
 
 def save_thread_session(

@@ -242,7 +242,14 @@ class _Lease:
         with self._lock:
             self._done.set()
             futures, self._futures = self._futures, []
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
         for loop, future in futures:
+            if loop is running:  # no wake-up write to the loop's own self-pipe
+                loop.call_soon(_resolve, future)
+                continue
             with contextlib.suppress(RuntimeError):  # that loop has closed
                 loop.call_soon_threadsafe(_resolve, future)
 

@@ -4,6 +4,7 @@ Existing Chainlit clients read these shapes, so the keys are camelCase and times
 ISO-8601 strings ending in ``Z``.
 """
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -48,27 +49,37 @@ def step_row_to_dict(row: dict[str, Any]) -> dict[str, Any]:
     step's blocks: its photos) is there only when the step has blocks: Chainlit's StepDict has
     no such key, and its client appends stream tokens to ``content`` instead of ``output``
     when a message has one."""
-    metadata = row["metadata"] if isinstance(row["metadata"], dict) else {}
+    return step_values_to_dict(
+        [row.get(name) for name in STEP_FIELDS], content=row["content"], metadata=row["metadata"]
+    )
+
+
+def step_values_to_dict(values: Sequence[Any], *, content: Any, metadata: Any) -> dict[str, Any]:
+    """``step_row_to_dict`` of a row's values in ``STEP_FIELDS`` order, with its ``content``
+    and ``metadata`` as they are shown (the values at their places are not read): a
+    transcript read makes thousands of StepDicts from its rows' tuples with no dict between."""
+    shown = metadata if isinstance(metadata, dict) else {}
+    parent_id = values[5]
     step = {
-        "id": str(row["id"]),
-        "threadId": str(row["thread_id"]),
-        "parentId": str(row["parent_id"]) if row["parent_id"] else None,
-        "seq": row["seq"],
-        "type": row["type"],
-        "name": row["name"],
-        "input": row.get("input") or "",
-        "output": row["output"],
-        "content": row["content"],
-        "metadata": row["metadata"],
-        "isError": row["is_error"],
+        "id": str(values[0]),
+        "threadId": str(values[1]),
+        "parentId": str(parent_id) if parent_id else None,
+        "seq": values[2],
+        "type": values[3],
+        "name": values[4],
+        "input": values[6] or "",
+        "output": values[7],
+        "content": content,
+        "metadata": metadata,
+        "isError": values[10],
         "streaming": False,
-        "createdAt": iso(row["created_at"]),
-        "start": iso(row["start"]),
-        "end": iso(row["end"]),
-        "showInput": metadata.get(SHOW_INPUT_KEY, False),
-        "language": metadata.get(LANGUAGE_KEY),
+        "createdAt": iso(values[11]),
+        "start": iso(values[12]),
+        "end": iso(values[13]),
+        "showInput": shown.get(SHOW_INPUT_KEY, False),
+        "language": shown.get(LANGUAGE_KEY),
     }
-    if not step["content"]:
+    if not content:
         del step["content"]
     return step
 

@@ -213,3 +213,44 @@ async def test_a_group_whose_members_are_all_left_out_here_is_known_without_redi
     used = commands_run(private_redis.url) - before
     assert used <= 2, f"{used} Redis commands to answer from the lease (INFO and the pump's own)"
     await layer.flush()
+
+
+async def test_a_backlog_from_another_process_is_received_in_order_a_batch_per_round_trip(private_redis):
+    """Messages queued for this process while its pump was busy arrive in order, and the pump
+    takes them a batch per Redis round trip (channels-redis's receive took four round trips
+    per message: a loaded process's inbox then drained at a few hundred a second and mailbox
+    answers queued behind thread events arrived seconds late)."""
+    here, there = make_layer(private_redis.url), make_layer(private_redis.url)
+    mine = await here.new_channel()
+    await here.group_add("thread.backlog", mine)
+    # The pump starts with the first receive; the backlog is queued before it runs.
+    for n in range(600):
+        await there.send(mine, {"type": "thread.event", "n": n})
+    before = commands_run(private_redis.url)
+    got = [(await receive(here, mine))["n"] for _ in range(600)]
+    taken = commands_run(private_redis.url) - before
+    assert got == list(range(600)), got[:20]
+    # 600 messages in batches of 200: three takes, one more finding the inbox empty and its
+    # BZPOPMIN, and the INFO: channels-redis's receive would have run 2400 commands.
+    assert taken <= 10, f"{taken} Redis commands to receive 600 messages"
+    await here.flush()
+
+
+async def test_a_batch_taken_but_not_delivered_is_received_by_the_next_pump(private_redis):
+    """What a pump took from the inbox stays in its backup until the next take: a pump that
+    died with a batch (its process's loop gone, its connection cut) leaves it to the next one,
+    which puts it back in the inbox first."""
+    from sessions_app.channel_layer import TAKE_BATCH
+
+    here, there = make_layer(private_redis.url), make_layer(private_redis.url)
+    mine = await here.new_channel()
+    for n in range(3):
+        await there.send(mine, {"type": "thread.event", "n": n})
+    inbox = here.prefix + here.non_local_name(mine)
+    backup = here._backup_channel_name(inbox)  # noqa: SLF001
+    # A take whose answer never reached its pump: the three are in the backup only.
+    taken = await here.connection(here.consistent_hash(inbox)).eval(TAKE_BATCH, 2, inbox, backup, 0, 200, 60)
+    assert len(taken) == 6 and redis.Redis.from_url(private_redis.url).zcard(inbox) == 0
+    got = [(await receive(here, mine))["n"] for _ in range(3)]
+    assert got == [0, 1, 2], got
+    await here.flush()

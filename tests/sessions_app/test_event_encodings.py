@@ -110,39 +110,34 @@ async def test_another_socket_on_the_thread_costs_no_encoding(in_memory, make_us
     assert watched == alone, f"{alone} packets encoded for one socket, {watched} for three"
 
 
-@pytest.mark.parametrize("chat_app", [HOOKS_APP, ENGINE_APP], ids=["hooks-api", "engine"])
-async def test_sockets_on_one_thread_write_the_same_encoding(in_memory, make_user, chat_app):
+# What the watcher must see of the sender's turn: the user's step (other tabs see it through
+# the thread's bus on the hooks API, as every event of the thread on the engine runtime), and
+# on the hooks API the reply too (what a hooks-API session shows of its thread, transcribed,
+# reaches its other tabs live, as the other tab's ``on_chat_resume`` greeting reaches the first).
+SHOWN_ON_EVERY_TAB = [
+    (HOOKS_APP, '"type":"user_message"'),
+    (ENGINE_APP, '"type":"user_message"'),
+    (HOOKS_APP, '"output":"echo: second"'),
+]
+
+
+@pytest.mark.parametrize(
+    ("chat_app", "shown"),
+    SHOWN_ON_EVERY_TAB,
+    ids=["hooks-api-user-step", "engine-user-step", "hooks-api-reply"],
+)
+async def test_sockets_on_one_thread_write_the_same_encoding(in_memory, make_user, chat_app, shown):
     in_memory.CHAT_APP = chat_app
     async with AsyncExitStack() as stack:
         sender, watcher = [s async for s in sockets_on_one_thread(stack, make_user(), 2)]
         sender.frames.clear()
         watcher.frames.clear()
         await one_turn(sender, "second", 2)
-        # The user's step, which other tabs see through the thread's bus on the hooks API
-        # (as every event of the thread on the engine runtime).
-        shown = "user_message"
-        await watcher.expect(lambda f: f.startswith('42["new_message"') and f'"type":"{shown}"' in f)
-        (mine,) = [f for f in frames_of(sender, "new_message") if f'"type":"{shown}"' in f]
-        (theirs,) = [f for f in frames_of(watcher, "new_message") if f'"type":"{shown}"' in f]
+        await watcher.expect(lambda f: f.startswith('42["new_message"') and shown in f)
+        (mine,) = [f for f in frames_of(sender, "new_message") if shown in f]
+        (theirs,) = [f for f in frames_of(watcher, "new_message") if shown in f]
         assert mine == theirs
         assert mine is theirs, "each socket encoded the event again"
-
-
-async def test_a_hooks_reply_shows_on_every_tab_of_the_thread_encoded_once(in_memory, make_user):
-    """What a hooks-API turn shows (here its reply) reaches the thread's other tabs live, the
-    same frame text the sender's socket wrote. (So does what the other tab's session shows
-    of the thread: its ``on_chat_resume`` greeting, transcribed, reaches the first tab.)"""
-    in_memory.CHAT_APP = HOOKS_APP
-    async with AsyncExitStack() as stack:
-        sender, watcher = [s async for s in sockets_on_one_thread(stack, make_user(), 2)]
-        sender.frames.clear()
-        watcher.frames.clear()
-        await one_turn(sender, "second", 2)
-        reply = '"output":"echo: second"'
-        await watcher.expect(lambda f: f.startswith('42["new_message"') and reply in f)
-        (mine,) = [f for f in frames_of(sender, "new_message") if reply in f]
-        (theirs,) = [f for f in frames_of(watcher, "new_message") if reply in f]
-        assert mine is theirs, "each socket encoded the reply again"
 
 
 async def thread_publishes_per_turn(in_memory, make_user, sockets: int) -> list[str]:

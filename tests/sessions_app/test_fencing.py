@@ -5,9 +5,11 @@ the engine's session id, a turn's release, a session's saved user session)."""
 
 import json
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
@@ -225,7 +227,7 @@ def test_a_taken_over_turn_releases_and_settles_nothing(thread):
     assert SocketSession.objects.get(pk=session.pk).turn_owner == ""
 
 
-def test_an_integration_response_is_delivered_once_by_whoever_settles_its_send(thread):
+def test_an_integration_response_is_delivered_once_by_whoever_settles_its_send(thread, own_webhook_queue):
     """A box's owner taken over mid-turn delivers nothing when it comes back; the new owner's
     close is delivered; a second settle of the same send queues no second delivery."""
     Box.objects.filter(pk=thread.box_id).update(webhook_url="https://hooks.example.com/in")
@@ -259,3 +261,36 @@ def test_an_integration_response_is_delivered_once_by_whoever_settles_its_send(t
     assert [json.loads(body)["response"]["text"] for body in deliveries()] == ["The server stopped"], (
         deliveries()
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_steps_of_one_thread_under_its_claim_wait_for_each_other_and_never_deadlock(make_user):
+    """Two writers of one thread under its runtime claim (a turn's user step beside the last
+    reply): each statement locks the thread row, and the fence's read of the same row must not
+    be a share lock that the statement then upgrades, or two writers deadlock."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks are PostgreSQL's")
+    user = make_user()
+    thread = Thread.objects.create(owner=user, box=services.default_box_for(user), name="t")
+    a = process("a")
+    assert ownership.claim_thread(thread.pk, a) == a
+    fence = transcript.thread_fence(thread.pk, a, epoch_of(thread))
+    writers, each = 4, 60
+
+    def writer(n: int) -> list[str]:
+        failures = []
+        try:
+            for i in range(each):
+                try:
+                    write(thread, fence, f"{n}.{i}")
+                except Exception as exc:  # the evidence: every failure
+                    failures.append(f"writer {n} step {i}: {type(exc).__name__}: {exc}")
+        finally:
+            connection.close()
+        return failures
+
+    with ThreadPoolExecutor(writers) as pool:
+        failures = [f for done in pool.map(writer, range(writers)) for f in done]
+    assert not failures, "\n".join(failures)
+    seqs = sorted(Step.objects.filter(thread=thread).values_list("seq", flat=True))
+    assert seqs == list(range(1, writers * each + 1))

@@ -5,6 +5,7 @@ import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -174,11 +175,23 @@ def test_in_redis_concurrent_takes_on_the_event_loop_share_a_lease_too(settings,
     rate = Rate(60, 1 / 3600)
     bucket = TokenBucket("concurrent-loop")
 
+    wakeups: list[object] = []  # call_soon_threadsafe: a write to the loop's self-pipe each
+
     async def at_once(n: int) -> list[float | None]:
+        loop = asyncio.get_running_loop()
+        threadsafe = loop.call_soon_threadsafe
+
+        def counted(*args: Any, **kwargs: Any) -> asyncio.Handle:
+            wakeups.append(args[0])
+            return threadsafe(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
         return list(await asyncio.gather(*(bucket.atake("u1", rate) for _ in range(n))))
 
     before = evals_run(private_redis.url)
     assert asyncio.run(at_once(24)) == [None] * 24
     assert evals_run(private_redis.url) - before == 4
+    # A take led on the loop wakes the loop's waiters with call_soon, without a self-pipe write.
+    assert wakeups == [], wakeups
     rest = asyncio.run(at_once(100))
     assert sum(wait is None for wait in rest) == 36, rest
