@@ -37,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
 from bench import common
+from chatproject.servers import chosen_server  # imports neither Django nor a server
 
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/tether_bench_echo"
 CHAT_APP = "bench.echo_app"
@@ -277,7 +278,7 @@ def main() -> int:
         workdir = Path(tmp)
         env = common.bench_env(args.chat_app, workdir=workdir, default_database_url=DEFAULT_DATABASE_URL)
         created, token = common.prepare_bench(env, BENCH_USER)
-        daphne_args = common.websocket_size_args(args.ws_max_message_size)
+        server_args = common.websocket_size_args(args.ws_max_message_size, chosen_server(env))
 
         plan: list[tuple[str, str, str, str | None, bool]] = [
             ("tether", common.TETHER_APP, "/accounts/login/", token, True)
@@ -306,7 +307,7 @@ def main() -> int:
                     workdir / f"{name}.log",
                     app,
                     label=f"{name} daphne",
-                    args=daphne_args,
+                    args=server_args,
                     ready_path=ready_path,
                 )
                 try:

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `bench` importable
 from bench import common
+from chatproject.servers import chosen_server  # imports neither Django nor a server
 
 if TYPE_CHECKING:
     from asgiref.sync import SyncToAsync
@@ -254,7 +255,7 @@ class Probe:
 
 
 def connection_probe(
-    env: dict[str, str], workdir: Path, daphne_args: list[str], token: str, args: argparse.Namespace
+    env: dict[str, str], workdir: Path, server_args: list[str], token: str, args: argparse.Namespace
 ) -> Probe:
     """Tether's own settings, ``chatproject.settings``: ``--probe-clients`` threads send
     token-authenticated requests (each answered 400 after authentication) until
@@ -263,7 +264,7 @@ def connection_probe(
     ``max_connections``, which other databases share)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    server = common.Daphne(env, workdir / "probe.log", args=daphne_args)
+    server = common.Daphne(env, workdir / "probe.log", args=server_args)
     watch = None
     try:
         server.wait_ready()
@@ -790,16 +791,16 @@ def main() -> int:
         common.setup_django(env)
         tokens = make_tokens()
         work = db_work_per_send(args.work_reps) if args.work_reps > 0 else []
-        daphne_args = common.websocket_size_args(args.ws_max_message_size)
+        server_args = common.websocket_size_args(args.ws_max_message_size, chosen_server(env))
         probe = None
         if args.probe_requests > 0:
-            probe = connection_probe(env, workdir, daphne_args, tokens[HTTP_USER], args)
+            probe = connection_probe(env, workdir, server_args, tokens[HTTP_USER], args)
         settings_module = args.settings or common.SETTINGS
         profile_path = workdir / "daphne.prof" if args.profile else None
         server = common.Daphne(
             {**env, "DJANGO_SETTINGS_MODULE": settings_module},
             workdir / "daphne.log",
-            args=daphne_args,
+            args=server_args,
             profile_to=profile_path,
         )
         watch = ConnectionWatch(env["DATABASE_URL"])
@@ -828,7 +829,7 @@ def main() -> int:
                 remove_bench_users()
         context = (
             f"PostgreSQL {common.database_name(env)}{' (created)' if created else ''}, "
-            f"{common.channel_layer(env)}, 1 daphne process, settings {settings_module}"
+            f"{common.channel_layer(env)}, 1 {chosen_server(env)} process, settings {settings_module}"
             f"{' under cProfile' if args.profile else ''}, {os.cpu_count()} cores, {args.duration:g}s per phase, "
             f"{engines} echo subprocesses at the end, load avg {load_before:.1f} -> {load_after:.1f}"
         )

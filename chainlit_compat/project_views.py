@@ -29,7 +29,8 @@ from rest_framework.views import APIView
 from chainlit_compat.origin_check import CHAINLIT_AUTHENTICATION, NOT_IN_SCHEMA
 from media_app import files
 from sessions_app import app_settings
-from sessions_app.chat.hooks import can_edit_messages, load_app
+from sessions_app.chat.hooks import load_app
+from sessions_app.editing import can_edit_in
 
 # A BCP 47 tag as Chainlit accepts it (``en``, ``en-US``, ``zh-Hant-TW``): never a path.
 LANGUAGE = re.compile(r"^[a-zA-Z]{2,3}(-[a-zA-Z0-9]{2,4})?(-[a-zA-Z0-9]{2,8})?$")
@@ -68,8 +69,9 @@ def ui_settings() -> dict[str, Any]:
     }
 
 
-def features() -> dict[str, Any]:
-    """Chainlit's ``features`` section: what Tether's socket and endpoints do."""
+def features(user: User) -> dict[str, Any]:
+    """Chainlit's ``features`` section: what Tether's socket and endpoints do (for ``user``'s
+    new chats: whether they take edits depends on the engine of the user's box)."""
     return {
         "spontaneous_file_upload": {
             "enabled": True,
@@ -86,7 +88,7 @@ def features() -> dict[str, Any]:
         "assistant_message_autoscroll": True,
         "unsafe_allow_html": False,
         "auto_tag_thread": True,
-        "edit_message": can_edit_messages(),  # Chainlit's frontend offers "Edit" where this holds
+        "edit_message": can_edit_in(user, None),  # Chainlit's frontend offers "Edit" where this holds
         "allow_thread_sharing": False,
         "favorites": False,
     }
@@ -113,7 +115,7 @@ class ProjectSettingsView(APIView):
         return Response(
             {
                 "ui": ui_settings(),
-                "features": features(),
+                "features": features(cast(User, request.user)),
                 "userEnv": [],
                 "maskUserEnv": False,
                 "dataPersistence": True,

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from chatproject.csp import CHAT_PAGE_CSP
-from sessions_app.chat.hooks import can_edit_messages
+from sessions_app.editing import can_edit_in
 from threads_app.models import FEEDBACK_COMMENT_MAX, Thread
 from threads_app.selectors import get_owned_thread
 
@@ -40,8 +40,8 @@ def _chat_page(request: HttpRequest, thread: Thread | None) -> HttpResponse:
         "chatProfile": thread.chat_profile if thread else "",
         # What the composer lets users attach (the upload endpoint checks it again, by content).
         "uploads": {"accept": settings.UPLOAD_ALLOWED_TYPES, "maxBytes": settings.UPLOAD_MAX_BYTES},
-        # Whether the page offers "Edit" on sent messages (engine-runtime apps refuse edits).
-        "canEdit": can_edit_messages(),
+        # Whether the page offers "Edit" on sent messages.
+        "canEdit": can_edit_in(cast(User, request.user), thread),
     }
     context = {
         "thread": thread,

@@ -43,7 +43,6 @@ from threads_app.budgets import SENDS
 from threads_app.models import AcceptedMessage
 from threads_app.selectors import (
     OMITTED_KEY,
-    newest_within_context,
     resume_thread_dict,
     thread_owner_and_profile,
     user_step_of,
@@ -254,8 +253,9 @@ async def _resume(live: LiveSession, thread_id: uuid.UUID) -> bool:
     await live.emit("first_interaction", {"interaction": "resume", "thread_id": str(thread_id)})
     live.restore_from_metadata(thread.get("metadata") or {})
     if thread[OMITTED_KEY] is None:
-        # The whole transcript is here: the context is its newest part, with no second read.
-        live.load_context(newest_within_context(thread["steps"]))
+        # The whole transcript is here: the context is its newest part, with no second read
+        # (cut to it when the context is first used: ``ChatContext.load``).
+        live.load_context(thread["steps"], newest=True)
     else:
         live.reload_context()  # read within its own budget before on_chat_resume runs
     if load_app().engine_runtime:
@@ -368,26 +368,16 @@ async def client_message(live: LiveSession, payload: Any) -> dict[str, Any]:
         raise BadRequest("this message id was already used for a different message") from None
 
 
-# Why an engine-runtime app refuses edits: its engine (the echo engine's state file, Claude
-# Code's session) keeps its own memory of the conversation, which cannot be made to forget the
-# turns after the edited message; answering the edit there would answer a conversation the
-# user no longer sees (docs/web-client.md, "Editing a sent message").
-EDIT_REFUSED_FOR_ENGINES = (
-    "this app cannot edit a sent message: its engine remembers the conversation itself "
-    "and cannot forget what followed the message"
-)
-
-
 async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     """Replace a user message's text, drop what came after it in the transcript (whichever
     tab or session wrote it), show that in every tab of the thread, and answer it again."""
     message_id, text, _raw = parse_client_message(payload)
     if not text.strip():
         raise BadRequest("an edited message needs text")
+    if load_app().engine_runtime:
+        return await _edit_in_engine_chat(live, message_id, text)
     if not can_edit_messages():
-        raise BadRequest(
-            EDIT_REFUSED_FOR_ENGINES if load_app().engine_runtime else "this app answers no messages"
-        )
+        raise BadRequest("this app answers no messages")
     if live.current_task is not None or await turn_running(live.id):
         raise BadRequest("wait for the reply (or stop it) before editing a message")
     step = await database_sync_to_async(user_step_of)(live.thread_id, message_id)
@@ -413,6 +403,26 @@ async def edit_message(live: LiveSession, payload: Any) -> dict[str, Any]:
     on_message = load_app().on_message
     assert on_message is not None  # can_edit_messages
     live.run_hook(live.answer_again, on_message, target)
+    return {"threadId": str(live.thread_id), "messageId": str(message_id)}
+
+
+async def _edit_in_engine_chat(live: LiveSession, message_id: uuid.UUID, text: str) -> dict[str, Any]:
+    """An engine-runtime app's edit, made where the thread runs (``chats.edit_here``): the
+    engine forgets what followed the message, which is answered again; refused for an engine
+    that cannot forget (``engines.can_rewind``) and while a turn runs or waits."""
+    step = await database_sync_to_async(user_step_of)(live.thread_id, message_id)
+    if step is None or step.get("seq") is None:
+        raise BadRequest("no user message with this id in the thread")
+    refused = await chats.edit(
+        live.thread_id,
+        session_id=live.id,
+        author=live.user.get_username(),
+        seq=step["seq"],
+        send=uuid.UUID(step["id"]),
+        text=text,
+    )
+    if refused:
+        raise BadRequest(refused)
     return {"threadId": str(live.thread_id), "messageId": str(message_id)}
 
 

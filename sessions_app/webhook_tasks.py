@@ -61,7 +61,9 @@ def deliver_attempt(
     """Attempt ``number`` of ``delivery``; enqueues the next one if this one failed and its
     schedule (``delays``, fixed when the delivery was made) has one left. ``problems`` are
     the earlier attempts' (for the dead letter). ``trace`` is the span the delivery was made
-    in (``chatproject.tracing.carrier``: traces on only), the parent of every attempt's."""
+    for (``enqueue``'s: traces on only), the parent of every attempt's, retries' too: one
+    trace holds the turn and each attempt at delivering its response. An attempt without one
+    (a delivery made outside any trace) is a trace of its own."""
     attributes = {"tether.delivery": delivery, "tether.attempt": number}
     with tracing.received(trace or {}, "webhook attempt", attributes, kind="consumer") as span:
         result = _attempt(box_id, body, delivery, number, problems, delays, trace)
@@ -112,12 +114,14 @@ def _next_attempt_queued(delivery: str, number: int) -> bool:
     ).exists()
 
 
-def enqueue(box: Box, payload: dict[str, Any]) -> str:
-    """Deliver ``payload`` to the box's webhook, durably; returns the delivery id."""
+def enqueue(box: Box, payload: dict[str, Any], *, trace: dict[str, str] | None = None) -> str:
+    """Deliver ``payload`` to the box's webhook, durably; returns the delivery id. ``trace``
+    (a ``tracing.carrier``: the turn that made the response) is the parent of every attempt's
+    span; without one, the current span is."""
     delivery = uuid.uuid4().hex
     body = webhooks.encode(payload).decode()
     deliver_attempt.using(queue_name=queue()).enqueue(
-        str(box.pk), body, delivery, 1, [], webhooks.retry_delays(), **_carrying(tracing.carrier())
+        str(box.pk), body, delivery, 1, [], webhooks.retry_delays(), **_carrying(trace or tracing.carrier())
     )
     return delivery
 

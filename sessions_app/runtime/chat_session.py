@@ -463,7 +463,7 @@ class ChatSession(Conversation):
             logger.info("turn of send(s) %s ended: %s", ",".join(map(str, ids)), outcome)
         with tracing.active(span):
             if ids and reply is not None:
-                with tracing.span("reply"):
+                with tracing.part("reply"):
                     step = await transcript.write_reply_answering(
                         self.thread_id, reply.message_id, reply.text, ids, outcome, self.fence
                     )
@@ -520,7 +520,7 @@ class ChatSession(Conversation):
                 self._reply_writing = False
 
     async def _write_reply(self, reply: HeldReply) -> None:
-        with tracing.span("reply"):
+        with tracing.part("reply"):
             step = await transcript.write_assistant_text(
                 self.thread_id, reply.message_id, reply.text, self.fence
             )

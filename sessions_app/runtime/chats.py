@@ -23,15 +23,18 @@ from sessions_app.accepting import accept_send
 from sessions_app.database import database_sync_to_async
 from sessions_app.emitter import emit_encoded
 from sessions_app.event_frames import encode_event
-from sessions_app.mailbox import MailboxError
+from sessions_app.mailbox import MailboxError, mailbox
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession
+from sessions_app.runtime.engines import can_rewind
 from sessions_app.runtime.engines.base import UserTurn
 from sessions_app.runtime.pool import BoxAtCapacity, pools
 from sessions_app.runtime.routing import at_thread_owner, box_of
 from sessions_app.thread_bus import publish_accepted
+from threads_app.fencing import Fenced
 from threads_app.models import AcceptedMessage, Box, Thread
-from threads_app.services import record_queued, settled_queued
+from threads_app.services import record_queued, reopen_edited_send, settled_queued
+from threads_app.wire import live_user_step
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +178,68 @@ async def stop_here(request: dict[str, Any]) -> bool:
 async def forget_here(request: dict[str, Any]) -> None:
     """``runtime.forget``: a web session ended; it watches nothing any more."""
     audiences.leave_all(uuid.UUID(request["session"]))
+
+
+# Why an edit is refused where the thread runs (``edit_here``).
+EDIT_REFUSED_BY_ENGINE = (
+    "this chat's engine remembers the conversation itself and cannot forget what followed "
+    "the message, so it cannot answer an edited one"
+)
+EDIT_WAITS_FOR_TURN = "wait for the reply (or stop it) before editing a message"
+EDIT_MOVED = "this chat moved to another server meanwhile; edit the message again"
+
+
+async def edit_here(request: dict[str, Any]) -> str:
+    """``runtime.edit``: a user changed a sent message (the thread, its user step's ``seq``,
+    its send's key, the new ``text``). Once the thread's session is idle, the message and
+    what followed it leave the transcript, the engine forgets those turns, every tab watching
+    drops them, and the send, pending again with the new text, is answered as any send (its
+    user step comes back under its client's id). Answers "" when done, else why not."""
+    thread_id = uuid.UUID(request["thread"])
+    if request.get("session"):
+        audiences.of(thread_id).add(uuid.UUID(request["session"]))
+    box = await box_of(thread_id)
+    assert box is not None
+    if not can_rewind(box.engine):
+        return EDIT_REFUSED_BY_ENGINE
+    removed: list[dict[str, Any]] = []
+
+    async def cut() -> tuple[str | None, int]:
+        conversation_id, fence = await transcript.load_runner_state(thread_id, await mailbox.channel())
+        gone, turns_kept = await database_sync_to_async(reopen_edited_send)(
+            thread_id, request["seq"], uuid.UUID(request["send"]), request["text"], fence=fence
+        )
+        removed.extend(gone)
+        return conversation_id, turns_kept
+
+    pool = pools.for_box(box.id, box.engine, box.engine_options)
+    try:
+        if not await pool.rewind(thread_id, cut):
+            return EDIT_WAITS_FOR_TURN
+    except Fenced:
+        return EDIT_MOVED
+    emit = audiences.emitter(thread_id)
+    for step in removed:
+        await emit("delete_message", live_user_step(step))
+    await recover_thread(box.id, thread_id, request["author"])  # the send is pending again
+    return ""
+
+
+async def edit(
+    thread_id: uuid.UUID, *, session_id: uuid.UUID, author: str, seq: int, send: uuid.UUID, text: str
+) -> str:
+    """Edit a sent message of an engine-runtime chat where the thread runs (``edit_here``);
+    "" when done, else why not."""
+    request = {
+        "type": "runtime.edit",
+        "thread": str(thread_id),
+        "session": str(session_id),
+        "author": author,
+        "seq": seq,
+        "send": str(send),
+        "text": text,
+    }
+    return str(await at_thread_owner(thread_id, request, edit_here))
 
 
 async def recover_thread(box_id: uuid.UUID, thread_id: uuid.UUID, author: str) -> None:

@@ -244,7 +244,7 @@ def _enqueue(box_id: uuid.UUID, thread_id: uuid.UUID, message_id: uuid.UUID, res
     (durable: ``webhook_tasks``)."""
     box = box_by_id(box_id)
     if box is not None and box.webhook_url:
-        webhook_tasks.enqueue(box, _payload(thread_id, message_id, response))
+        webhook_tasks.enqueue(box, _payload(thread_id, message_id, response), trace=response.trace)
 
 
 # --- recovery: integration sends a dead owner left -------------------------------------------------

@@ -10,5 +10,6 @@ OWNER_HANDLERS: dict[str, Handler] = {
     "runtime.watch": chats.watch_here,
     "runtime.stop": chats.stop_here,
     "runtime.forget": chats.forget_here,
+    "runtime.edit": chats.edit_here,
     "runtime.integration": integration_turns.accept_here,
 }

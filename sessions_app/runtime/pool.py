@@ -26,8 +26,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from django.conf import settings
 
@@ -37,7 +37,7 @@ from sessions_app.mailbox import mailbox
 from sessions_app.runtime import transcript
 from sessions_app.runtime.chat_session import ChatSession, Emit
 from sessions_app.runtime.engines import Engine, get_engine
-from sessions_app.runtime.engines.base import UserTurn
+from sessions_app.runtime.engines.base import Rewinds, UserTurn
 from sessions_app.runtime.ownership import known_owners
 from sessions_app.runtime.thread_session import ChatThreadSession, TurnResponse
 from threads_app.services import forget_engine_sessions
@@ -176,6 +176,25 @@ class BoxPool:
     def idle_since(self) -> list[tuple[float, uuid.UUID]]:
         """``(last used, thread)`` of this box's idle chat sessions."""
         return [(self._used.get(("chat", t), 0.0), t) for t, s in self.chat_sessions.items() if s.is_idle()]
+
+    async def rewind(
+        self, thread_id: uuid.UUID, cut: Callable[[], Awaitable[tuple[str | None, int]]]
+    ) -> bool:
+        """An edit of the thread's conversation, once its session is idle: close the run,
+        ``cut`` the transcript (answering the engine's conversation id and the turns it keeps)
+        and rewind the engine to match (``engines.base.Rewinds``), with no session of the
+        thread built meanwhile: the next one resumes the cut conversation. False, and nothing
+        changed, while a turn runs, waits or is being handed over."""
+        async with self._creating:
+            session = self.chat_sessions.get(thread_id)
+            if session is not None:
+                if not session.is_idle():
+                    return False
+                await self.evict(thread_id)
+            conversation_id, turns_kept = await cut()
+            if conversation_id:
+                await cast(Rewinds, self.engine_factory()).rewind(conversation_id, turns_kept)
+        return True
 
     async def evict(self, thread_id: uuid.UUID) -> None:
         session = self.chat_sessions.pop(thread_id, None)

@@ -51,6 +51,9 @@ class TurnResponse:
     is_error: bool = False
     outcome: str = "success"
     step_ids: list[str] = field(default_factory=list)
+    # The turn's span (W3C headers, ``tracing.carrier_of``; traces on only): the parent of
+    # the response's webhook attempts, also for a turn a recovery ran outside any trace.
+    trace: dict[str, str] | None = field(default=None, compare=False, repr=False)
 
 
 # The outcome of a turn whose box another process took over (``threads_app.fencing``): its
@@ -150,7 +153,7 @@ class ChatThreadSession(Conversation):
                     "thread %s: task event skipped (integrations get responses only)", self.thread_id
                 )
             case AssistantText(message_id=message_id, text=text):
-                with tracing.span("reply"):
+                with tracing.part("reply"):
                     step = await transcript.write_assistant_text(self.thread_id, message_id, text, self.fence)
                 self._texts.append(text)
                 self._step_ids.append(step["id"])
@@ -170,8 +173,9 @@ class ChatThreadSession(Conversation):
 
     def _finish(self, response: TurnResponse) -> None:
         if self._turn is not None and not self._turn.done():
-            self._turn.set_result(response)
             span, self._turn_span = self._turn_span, None
+            response.trace = tracing.carrier_of(span)
+            self._turn.set_result(response)
             tracing.end(span, response.outcome)
 
     async def on_close(self, run: Run, error: BaseException | None) -> None:

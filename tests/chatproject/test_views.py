@@ -10,6 +10,7 @@ import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
+from threads_app.models import Box
 from threads_app.services import ensure_thread, soft_delete_thread
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +67,7 @@ def test_a_new_chat_page_sets_the_csrf_cookie_and_a_strict_content_security_poli
         "chatProfile": "",
         # The composer attaches what the upload endpoint takes: photos unless configured.
         "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
-        "canEdit": False,  # the default app runs the engine runtime, which refuses edits
+        "canEdit": True,  # the default app's echo engine can forget what followed a message
     }
     csp = response["Content-Security-Policy"]
     directives = dict(d.strip().split(" ", 1) for d in csp.split(";"))
@@ -97,11 +98,30 @@ def test_a_thread_page_resumes_one_of_the_users_threads(client_for, user):
         "threadName": thread.name,
         "chatProfile": "</script>Reverse",
         "uploads": {"accept": ["image/jpeg", "image/png", "image/gif", "image/webp"], "maxBytes": 10_000_000},
-        "canEdit": False,  # the default app runs the engine runtime, which refuses edits
+        "canEdit": True,
     }
     page = response.content.decode()
     assert "<script>alert(1)</script>" not in page  # the name is escaped everywhere
     assert "csrftoken" in response.cookies
+
+
+def test_the_page_offers_edit_where_the_chats_engine_can_forget_what_followed_a_message(
+    client_for, user, settings
+):
+    """Engine-runtime apps: "Edit" follows the engine of the chat's box (the thread's, else the
+    box the user's new chats go to); Claude Code cannot forget, echo and OpenAI can. A hooks
+    app: whether it has ``on_message``."""
+    client = client_for()
+    thread, _ = ensure_thread(user, uuid.uuid4(), name="echoed")
+    assert chat_config(client.get("/"))["canEdit"] is True
+    Box.objects.filter(pk=thread.box_id).update(engine=Box.Engine.CLAUDE)
+    assert chat_config(client.get("/"))["canEdit"] is False
+    assert chat_config(client.get(f"/thread/{thread.pk}/"))["canEdit"] is False
+    Box.objects.filter(pk=thread.box_id).update(engine=Box.Engine.OPENAI)
+    assert chat_config(client.get(f"/thread/{thread.pk}/"))["canEdit"] is True
+    Box.objects.filter(pk=thread.box_id).update(engine=Box.Engine.CLAUDE)
+    settings.CHAT_APP = "tests.apps.lifecycle_app"  # its hooks answer, whatever the box names
+    assert chat_config(client.get(f"/thread/{thread.pk}/"))["canEdit"] is True
 
 
 def test_a_thread_that_is_not_the_users_is_a_404_page(client_for, user, django_user_model):

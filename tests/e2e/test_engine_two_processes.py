@@ -111,3 +111,33 @@ async def test_one_users_threads_run_where_their_sockets_are(engine_pair, make_u
     finally:
         await tab_a.disconnect()
         await tab_b.disconnect()
+
+
+async def test_an_edit_from_a_tab_on_the_other_process_is_made_where_the_thread_runs(engine_pair, make_user):
+    """The thread runs on A; tab B edits its first message: A forgets the turns after it (the
+    echo counts from 1 again), both tabs drop them, and the edit is answered once."""
+    a, b = engine_pair
+    user = make_user()
+    tab_a = await signed_in(a, user)
+    await tab_a.start()
+    first = await tab_a.send("one")
+    thread_id = first["threadId"]
+    await tab_a.send("two")
+    await tab_a.wait_for(lambda c: "Echo #2: two" in c.replies(), timeout=20)
+    assert await owner_pid(thread_id) == a.process.pid
+    tab_b = await signed_in(b, user)
+    await tab_b.start(thread_id=thread_id)
+    await tab_b.wait_event("resume_thread")
+    tab_a.events.clear()
+
+    edited = await tab_b.call("edit_message", {"message": {"id": first["messageId"], "output": "uno"}})
+    assert edited == {"threadId": thread_id, "messageId": first["messageId"]}, edited
+    for tab in (tab_a, tab_b):
+        await tab.wait_for(lambda c: "Echo #1: uno" in c.replies(), timeout=20)
+    await asyncio.sleep(0.5)  # a second answer would have come by now
+    assert tab_a.replies() == ["Echo #1: uno"], tab_a.events
+    assert len(tab_a.named("delete_message")) == 4, tab_a.events  # one, its reply, two, its reply
+    assert await transcript(thread_id) == [("user_message", "uno"), ("assistant_message", "Echo #1: uno")]
+    assert await owner_pid(thread_id) == a.process.pid  # made there, and the thread stays there
+    await tab_a.disconnect()
+    await tab_b.disconnect()

@@ -136,8 +136,10 @@ async def test_a_reconnect_storm_across_two_processes_loses_and_repeats_no_event
                     client.session_id, client.events, got=texts, expected=expected, reason="; ".join(reasons)
                 )
             )
-    assert not failures, f"{len(failures)} of {SESSIONS} sessions went wrong; the first 3:\n" + "\n".join(
-        failures[:3]
+    assert not failures, (
+        f"{len(failures)} of {SESSIONS} sessions went wrong; the first 3:\n"
+        + "\n".join(failures[:3])
+        + f"\nwhat the servers logged:\n{a.complaints()}\n{b.complaints()}"
     )
 
     if kind == "hooks":  # both processes log to one file

@@ -34,7 +34,7 @@ async def receiver():
 
 
 @pytest.fixture(autouse=True)
-def loopback_allowed(settings):
+def loopback_allowed(settings, own_webhook_queue):
     settings.WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     settings.WEBHOOK_RETRY_DELAYS = [5, 10]
 

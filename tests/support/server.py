@@ -3,11 +3,13 @@ production runs them (``chatproject.servers``: daphne by default, uvicorn with
 ``SERVER=uvicorn`` in the tests' environment or ``server="uvicorn"`` for one server)."""
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any, Self
 
@@ -49,6 +51,10 @@ def tests_server() -> str:
     return chosen_server(os.environ)
 
 
+# An access-log line (daphne's and uvicorn's): "127.0.0.1:5000 - - [date] ..." or "INFO: ...".
+ACCESS_LINE = re.compile(r"^(\S+:\d+ - - \[|INFO: )")
+
+
 class LiveServer:
     """One server process (daphne or uvicorn) on a fixed port; it can be stopped, killed and
     started again there."""
@@ -68,6 +74,18 @@ class LiveServer:
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def complaints(self, limit: int = 30) -> str:
+        """What this server logged besides its access log (warnings, errors, tracebacks), each
+        distinct line once with how often it came (ids vary, so the first 160 characters count
+        as the line): for a failing test's evidence, since the log itself goes with pytest's
+        temporary directory."""
+        lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        seen: Counter[str] = Counter(line[:160] for line in lines if line and not ACCESS_LINE.match(line))
+        shown = [f"{count:5d} x {line}" for line, count in seen.most_common(limit)]
+        return f"{self.server} :{self.port}, {sum(seen.values())} lines besides requests" + "".join(
+            f"\n  {line}" for line in shown
+        )
 
     def stop(self) -> None:
         """Clean up: SIGTERM, and SIGKILL if it has not exited after 10 s."""

@@ -27,6 +27,15 @@ def engine_class(name: str) -> Any:
     return getattr(import_module(module), cls)
 
 
+def can_rewind(name: str) -> bool:
+    """Whether engine ``name`` can forget what followed a message (``base.Rewinds``): the
+    engines whose chats let a user edit a sent message."""
+    try:
+        return callable(getattr(engine_class(name), "rewind", None))
+    except EngineError:
+        return False
+
+
 def get_engine(
     name: str,
     options: dict[str, Any] | None = None,
@@ -56,6 +65,7 @@ __all__ = [
     "EngineError",
     "Run",
     "UserTurn",
+    "can_rewind",
     "get_engine",
     "option_errors",
 ]

@@ -113,5 +113,14 @@ class Engine(Protocol):
     async def start(self, *, resume: str | None = None) -> Run: ...
 
 
+class Rewinds(Protocol):
+    """An engine that can forget the end of a conversation: the turns after its first
+    ``turns_kept`` (a user edited a sent message). Called while no run of the conversation is
+    open; the next run resumes it rewound. Engines without ``rewind`` keep a memory of their
+    own that cannot be cut (Claude Code's session): their chats refuse edits."""
+
+    async def rewind(self, conversation_id: str, turns_kept: int) -> None: ...
+
+
 class EngineError(RuntimeError):
     """The engine could not start or failed in a way the run cannot recover from."""

@@ -23,6 +23,16 @@ CLOSE_GRACE = 5.0
 READ_CHUNK = 256 * 1024
 
 
+def rewind_state(state_dir: Path, conversation_id: str, turns_kept: int) -> None:
+    """Write the conversation's state file as ``echo_process.Conversation.save`` does."""
+    path = state_dir / f"{Path(conversation_id).name}.json"
+    if not path.exists():
+        return  # a conversation that never answered a turn has nothing to forget
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"turns": turns_kept}))
+    tmp.replace(path)
+
+
 class EchoEngine:
     OPTIONS = {
         "slow": Option("number", check=at_least(0)),  # seconds between streamed words
@@ -35,6 +45,11 @@ class EchoEngine:
         self.slow = float(options.get("slow", settings.ECHO_DEMO_PACE))
         self.coalesce = bool(options.get("coalesce", True))
         self.state_dir = Path(options.get("state_dir") or settings.ECHO_STATE_DIR)
+
+    async def rewind(self, conversation_id: str, turns_kept: int) -> None:
+        """Count the conversation's turns from ``turns_kept`` again (``base.Rewinds``): the
+        state file ``echo_process`` keeps per conversation holds nothing else."""
+        await asyncio.to_thread(rewind_state, self.state_dir, conversation_id, turns_kept)
 
     async def start(self, *, resume: str | None = None) -> "EchoRun":
         args = [sys.executable, str(ECHO_PROCESS), "--state-dir", str(self.state_dir)]

@@ -145,6 +145,10 @@ class OpenAIEngine:
             history_loader or options.get("history_loader") or _from(transcript)
         )
 
+    async def rewind(self, conversation_id: str, turns_kept: int) -> None:
+        """Nothing to forget here: a run rebuilds its history from Tether's transcript, which
+        the edit has cut already (``base.Rewinds``)."""
+
     async def start(self, *, resume: str | None = None) -> "OpenAIRun":
         history: list[dict[str, Any]] = []
         if self.system_prompt:
